@@ -1,0 +1,113 @@
+"""key=value logs: DFlash drafter lines, generic trainer loggers, OLMo's multi-line records."""
+
+from __future__ import annotations
+
+import re
+
+from losslens.logs.base import ANSI, COMMON_NOISE, Format, LineParser, RegexLineParser, leading_time
+from losslens.logs.names import NUMBER, STEP_KEYS, parse_number
+from losslens.logs.records import Sink
+
+KV = re.compile(r"(?<![\w/.\-])([A-Za-z_][\w/.\-]*)([=~])(\[[^\]]*\]|[^\s|,;\[\]()]+)")
+TOKRATE = re.compile(rf"\(\s*({NUMBER})\s*([KMG]?)tok/s\s*\)")
+TOKRATE_SCALE = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9}
+
+
+def kv_pairs(line: str) -> list[tuple[str, str]]:
+    return [(k, v) for k, _, v in KV.findall(line)]
+
+
+class _KVParser(RegexLineParser):
+    noise = COMMON_NOISE
+
+    def feed(self, lineno: int, line: str) -> str | None:
+        if "\x1b" in line:
+            line = ANSI.sub("", line)
+        pairs = kv_pairs(line)
+        if not pairs:
+            return self.classify_noise(line)
+        step, metrics = self.sink.metrics_from_pairs(pairs)
+        m = TOKRATE.search(line)
+        if m and "tokens_per_s" not in metrics:
+            metrics["tokens_per_s"] = float(m.group(1)) * TOKRATE_SCALE[m.group(2)]
+            self.sink.names.setdefault("tokens_per_s", "(Ktok/s)")
+        if not self.sink.emit(lineno, step, metrics, time=leading_time(line)):
+            return "no training metric"
+        return None
+
+
+def _is_kv_record(line: str) -> bool:
+    pairs = kv_pairs(line)
+    if len(pairs) < 2:
+        return False
+    keys = {k.lower() for k, _ in pairs}
+    return bool(keys & set(STEP_KEYS)) or any("loss" in k for k in keys)
+
+
+class KeyValue(Format):
+    name = "kv"
+    title = "key=value lines (DFlash drafter monitor, Python logging of step=/loss=/lr=, ...)"
+    example = ("[2026-05-15 21:26:03] step=338 loss=0.8183 acc=0.055 streak=1.2 lr=8.81e-05 "
+               "noise=0.1000 | tgt=0.68b/s dft=0.68b/s (32.1Ktok/s) | "
+               "q_pre=[50, 50, 46, 45, 44, 46] q_hs=[0] | epoch~0.02 ETA=4.0d")
+
+    def sniff(self, lines: list[str]) -> int:
+        return sum(1 for x in lines if _is_kv_record(ANSI.sub("", x)))
+
+    def parser(self, sink: Sink) -> LineParser:
+        return _KVParser(sink)
+
+
+# --- OLMo: "[step=N/T,epoch=E]" then indented "key=value" lines ------------------------------
+OLMO_HEAD = re.compile(r"\[step=(\d+)(?:/\d+)?(?:,epoch=(\d+))?\]\s*$")
+OLMO_FIELD = re.compile(r"^\s+([^=\s][^=]*?)=(\S+)\s*$")
+
+
+class _OlmoParser(RegexLineParser):
+    noise = COMMON_NOISE
+
+    def __init__(self, sink: Sink):
+        super().__init__(sink)
+        self.pending: tuple[int, int, list[tuple[str, str]], object] | None = None
+
+    def finish(self) -> None:
+        if self.pending is not None:
+            lineno, step, pairs, time = self.pending
+            _, metrics = self.sink.metrics_from_pairs(pairs)
+            self.sink.emit(lineno, step, metrics, time=time)  # type: ignore[arg-type]
+            self.pending = None
+
+    def feed(self, lineno: int, line: str) -> str | None:
+        m = OLMO_HEAD.search(line)
+        if m:
+            self.finish()
+            pairs = [("epoch", m.group(2))] if m.group(2) is not None else []
+            self.pending = (lineno, int(m.group(1)), pairs, leading_time(line))
+            return None
+        if self.pending is not None:
+            f = OLMO_FIELD.match(line)
+            if f and parse_number(f.group(2)) is not None:
+                self.pending[2].append((f.group(1), f.group(2)))
+                return None
+        self.finish()
+        return self.classify_noise(line.strip())
+
+
+class Olmo(Format):
+    name = "olmo"
+    title = "OLMo console: '[step=N/T,epoch=E]' followed by indented key=value lines"
+    example = "2025-12-12 11:05:02.009\thost:0\tolmo.train:979\tINFO\t[step=1/15000,epoch=0]"
+
+    def sniff(self, lines: list[str]) -> int:
+        n, inside = 0, False
+        for x in lines:
+            if OLMO_HEAD.search(x):
+                n, inside = n + 1, True
+            elif inside and OLMO_FIELD.match(x):
+                n += 1
+            else:
+                inside = False
+        return n
+
+    def parser(self, sink: Sink) -> LineParser:
+        return _OlmoParser(sink)

@@ -1,0 +1,154 @@
+"""Canonical metric names and value parsing shared by every reader."""
+
+from __future__ import annotations
+
+import math
+import re
+
+# original key (lower-case, spaces as '_') -> canonical name
+ALIASES: dict[str, str] = {}
+
+
+def _alias(canonical: str, *names: str) -> None:
+    for n in names:
+        ALIASES[n] = canonical
+
+
+_alias("loss", "loss", "train_loss", "train/loss", "loss/train", "lm_loss", "trl", "training_loss",
+       "train/crossentropyloss", "train_loss_step", "train/loss_step", "train_lm_loss", "total_loss")
+_alias("acc", "acc", "accuracy", "train_acc", "train_accuracy", "train/acc", "train/accuracy",
+       "token_acc", "mean_token_accuracy", "train/mean_token_accuracy", "acc/train")
+_alias("lr", "lr", "learning_rate", "train/learning_rate", "train/lr", "lr-adamw", "lr-adam")
+_alias("grad_norm", "grad_norm", "gnorm", "train/grad_norm", "optim/total_grad_norm",
+       "total_grad_norm", "grad_norm/total", "norm")
+_alias("epoch", "epoch", "train/epoch")
+_alias("tokens_per_s", "tokens_per_s", "tok/s", "tokens_per_second", "tps", "wps",
+       "throughput/device/tokens_per_second", "tokens_global_per_sec", "train/tokens_per_second")
+_alias("samples_per_s", "samples_per_second", "train_samples_per_second", "samples_per_sec",
+       "throughput/device/samples_per_second")
+_alias("step_time_s", "step_time_s", "time", "iter_time", "elapsed_time_per_iteration_(ms)",
+       "train_speed(s/it)")
+_alias("eval_loss", "eval_loss", "val_loss", "valid_loss", "validation_loss", "val/loss",
+       "eval/loss", "loss/val", "tel", "lm_loss_value", "test_loss")
+_alias("eval_acc", "eval_acc", "val_acc", "val_accuracy", "eval_accuracy", "valid_acc",
+       "eval/accuracy", "eval_mean_token_accuracy")
+_alias("eval_ppl", "eval_ppl", "lm_loss_ppl", "val_ppl")
+_alias("eta_s", "eta", "remaining_time")
+_alias("elapsed_s", "elapsed_time", "elapsed")
+_alias("perplexity", "ppl", "perplexity", "train/perplexity", "train_perplexity_step")
+
+# keys that count a position in training rather than measure it
+STEP_KEYS = ("step", "global_step", "num_updates", "current_steps", "_step", "iteration",
+             "iter", "trainer/global_step", "train/global_step", "global_step/max_steps", "s")
+BOOKKEEPING = {"step", "epoch", "eta_s", "elapsed_s", "percentage", "total_steps", "max_steps",
+               "segment", "line", "time"}
+
+_SANITISE = re.compile(r"[^0-9a-z]+")
+
+
+def canonical(key: str) -> str:
+    """Map an original metric key to its canonical name (unknown keys: lower snake case)."""
+    k = key.strip().lower().replace(" ", "_")
+    if k in ALIASES:
+        return ALIASES[k]
+    if k.startswith(("eval_", "eval/", "val_", "val/", "valid_", "valid/", "validation/")):
+        base = k.split("_", 1)[1] if k[3] == "_" or k[4] == "_" else k.split("/", 1)[1]
+        base = ALIASES.get(base, base)
+        return "eval_" + _SANITISE.sub("_", base).strip("_")
+    return _SANITISE.sub("_", k).strip("_") or "value"
+
+
+def is_eval(name: str) -> bool:
+    return name.startswith("eval_")
+
+
+_METRIC_SUFFIXES = ("loss", "acc", "accuracy", "perplexity", "ppl", "reward", "score")
+_NOT_METRICS = ("scale", "window", "power", "hysteresis", "weight", "coef", "factor")
+
+
+def is_training_metric(name: str) -> bool:
+    """A record is a training record only if it measures something the model does (a loss, an
+    accuracy…), not a setting that merely mentions one (``loss_scale_window``)."""
+    if any(t in name for t in _NOT_METRICS):
+        return False
+    return name.split("_")[-1] in _METRIC_SUFFIXES or name.rsplit("/", 1)[-1] in _METRIC_SUFFIXES
+
+
+NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_WITH_UNIT = re.compile(rf"^({NUMBER})\s*([A-Za-z%/()]+)$")
+_NONFINITE = {"nan": math.nan, "+nan": math.nan, "-nan": math.nan, "inf": math.inf,
+              "+inf": math.inf, "-inf": -math.inf, "infinity": math.inf, "-infinity": -math.inf,
+              "+infinity": math.inf}
+_DURATION = re.compile(r"^(?:(\d+)d)?\s*(?:(\d+)h)?\s*(?:(\d+)m)?\s*(?:(\d+(?:\.\d+)?)s)?$")
+_CLOCK = re.compile(r"^(?:(\d+) days?, )?(\d+):(\d\d):(\d\d(?:\.\d+)?)$")
+
+# unit suffix -> multiplier to the canonical unit (seconds for times, plain counts for rates)
+UNIT_SCALE: dict[str, float] = {
+    "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0,
+    "%": 1.0, "b/s": 1.0, "it/s": 1.0, "s/it": 1.0, "tok/s": 1.0, "ktok/s": 1e3, "mtok/s": 1e6,
+    "gtok/s": 1e9, "k": 1e3, "m_": 1e6, "gib": 1.0, "gb": 1.0, "mb": 1.0,
+}
+
+
+def unit_scale(unit: str) -> float | None:
+    u = unit.lower()
+    if u in UNIT_SCALE:
+        return UNIT_SCALE[u]
+    if u.startswith("(") and u.endswith(")"):
+        return unit_scale(u[1:-1])
+    return None
+
+
+def parse_number(text: str) -> float | None:
+    """'0.8183' → 0.8183; '2,097,152' → 2097152; 'NaN' → nan; '4.0d' → 345600; '1m 60s' → 120."""
+    t = text.strip().strip("'\"")
+    if not t:
+        return None
+    try:
+        return float(t)
+    except ValueError:
+        pass
+    low = t.lower()
+    if low in _NONFINITE:
+        return _NONFINITE[low]
+    if "," in t:
+        try:
+            return float(t.replace(",", ""))
+        except ValueError:
+            pass
+    m = _WITH_UNIT.match(t)
+    if m:
+        scale = unit_scale(m.group(2))
+        if scale is not None:
+            return float(m.group(1)) * scale
+        return None
+    m = _DURATION.match(low.replace(" ", ""))
+    if m and any(m.groups()):
+        d, h, mi, s = (float(g) if g else 0.0 for g in m.groups())
+        return d * 86400 + h * 3600 + mi * 60 + s
+    m = _CLOCK.match(low)
+    if m:
+        d = float(m.group(1) or 0)
+        return d * 86400 + float(m.group(2)) * 3600 + float(m.group(3)) * 60 + float(m.group(4))
+    return None
+
+
+def parse_list(text: str) -> list[float] | None:
+    """'[50, 50, 46]' → [50.0, 50.0, 46.0]; None when any element is not a number."""
+    inner = text.strip()[1:-1].strip()
+    if not inner:
+        return []
+    out = []
+    for part in inner.split(","):
+        v = parse_number(part)
+        if v is None:
+            return None
+        out.append(v)
+    return out
+
+
+def parse_value(text: str) -> float | list[float] | None:
+    t = text.strip()
+    if t.startswith("[") and t.endswith("]"):
+        return parse_list(t)
+    return parse_number(t)

@@ -1,0 +1,123 @@
+"""Raw records as readers emit them, and the table of what a log held."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import polars as pl
+
+from losslens.logs.names import STEP_KEYS, canonical, is_eval, is_training_metric, parse_value
+
+Value = float | list[float]
+
+
+@dataclass
+class Accounting:
+    """Every input line is exactly one of parsed, skipped (with a reason) or blank."""
+
+    total: int = 0
+    parsed: int = 0
+    blank: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    examples: dict[str, tuple[int, str]] = field(default_factory=dict)
+
+    def skip(self, reason: str, lineno: int, text: str) -> None:
+        self.skipped[reason] += 1
+        if reason not in self.examples:
+            self.examples[reason] = (lineno, text[:160])
+
+    @property
+    def n_skipped(self) -> int:
+        return sum(self.skipped.values())
+
+    def merge(self, other: Accounting) -> None:
+        self.total += other.total
+        self.parsed += other.parsed
+        self.blank += other.blank
+        self.skipped.update(other.skipped)
+        for k, v in other.examples.items():
+            self.examples.setdefault(k, v)
+
+    def as_dict(self) -> dict[str, int]:
+        return {"total": self.total, "parsed": self.parsed, "skipped": self.n_skipped,
+                "blank": self.blank}
+
+
+@dataclass
+class Sink:
+    """Collects records (train and eval kept apart) and the original names of metrics."""
+
+    train: list[dict[str, Any]] = field(default_factory=list)
+    eval: list[dict[str, Any]] = field(default_factory=list)
+    names: dict[str, str] = field(default_factory=dict)
+    frames: list[pl.DataFrame] = field(default_factory=list)  # vectorised readers
+    eval_frames: list[pl.DataFrame] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def emit(self, line: int, step: int | None, metrics: dict[str, Value],
+             time: datetime | None = None, kind: str | None = None) -> bool:
+        """Split ``metrics`` into a train and an eval record; False when neither holds a metric."""
+        if kind == "eval":
+            evals = {(k if is_eval(k) or k == "epoch" else "eval_" + k): v
+                     for k, v in metrics.items()}
+            train: dict[str, Value] = {}
+        else:
+            train = {k: v for k, v in metrics.items() if not is_eval(k)}
+            evals = {k: v for k, v in metrics.items() if is_eval(k)}
+            if evals and "epoch" in train:
+                evals["epoch"] = train["epoch"]
+        emitted = False
+        if any(is_training_metric(k) for k in train):
+            self.train.append({"step": step, "line": line, "time": time, **train})
+            emitted = True
+        if any(k != "epoch" for k in evals):
+            self.eval.append({"step": step, "line": line, "time": time, **evals})
+            emitted = True
+        return emitted
+
+    def metrics_from_pairs(self, pairs: list[tuple[str, str]]) -> tuple[int | None, dict[str, Value]]:
+        """Turn (original key, raw text) pairs into (step, canonical metrics)."""
+        step: int | None = None
+        step_rank = len(STEP_KEYS)
+        metrics: dict[str, Value] = {}
+        for key, raw in pairs:
+            low = key.strip().lower()
+            if low in STEP_KEYS:
+                s = step_value(raw)
+                rank = STEP_KEYS.index(low)
+                if s is not None and rank < step_rank:
+                    step, step_rank = s, rank
+                continue
+            value = parse_value(raw)
+            if value is None:
+                continue
+            name = canonical(key)
+            if name in metrics:
+                continue
+            metrics[name] = value
+            self.names.setdefault(name, key.strip())
+        return step, metrics
+
+
+def step_value(raw: Any) -> int | None:
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, float):
+        return int(raw) if math.isfinite(raw) and raw == int(raw) else None
+    text = str(raw).strip().strip("'\"")
+    if "/" in text:
+        text = text.split("/", 1)[0].strip()
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            f = float(text)
+        except ValueError:
+            return None
+        return int(f) if math.isfinite(f) and f == int(f) else None

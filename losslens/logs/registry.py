@@ -1,0 +1,24 @@
+"""The formats losslens reads, most specific first (ties in sniffing go to the earlier one)."""
+
+from __future__ import annotations
+
+from losslens.logs.base import Format
+from losslens.logs.console import Fairseq, Megatron, ModdedNanoGPT, NanoGPT, TorchTitan
+from losslens.logs.kv import KeyValue, Olmo
+from losslens.logs.structured import Csv, HFStdout, JsonLines, TrainerState
+
+FORMATS: tuple[Format, ...] = (
+    TrainerState(),
+    JsonLines(),
+    Csv(),
+    HFStdout(),
+    Megatron(),
+    Fairseq(),
+    NanoGPT(),
+    ModdedNanoGPT(),
+    TorchTitan(),
+    Olmo(),
+    KeyValue(),
+)
+
+BY_NAME: dict[str, Format] = {f.name: f for f in FORMATS}

@@ -1,0 +1,108 @@
+"""Open a log (path, .gz by its magic bytes, or '-' for stdin) and hand out its bytes."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import sys
+import zlib
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from losslens.errors import InputError
+
+HEAD_BYTES = 1 << 20  # enough to sniff logs that open with long start-up noise
+CHUNK_BYTES = 1 << 25  # 32 MiB: keeps peak memory flat on very large logs
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+class Source:
+    """A log's byte stream, read once: ``head`` for sniffing, then ``chunks()``.
+
+    Every chunk but the last ends just after a newline, so no line is split.
+    """
+
+    def __init__(self, name: str, stream: BinaryIO):
+        self.name = name
+        self._stream = stream
+        try:
+            self.head = stream.read(HEAD_BYTES)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InputError(f"cannot read: {_reason(exc)}", source=name) from None
+        self._consumed = False
+
+    def extend_head(self, limit: int) -> bool:
+        """Read more into ``head`` (up to ``limit`` bytes) for a second look; False at EOF."""
+        if self._consumed or len(self.head) >= limit:
+            return False
+        try:
+            more = self._stream.read(limit - len(self.head))
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InputError(f"cannot read: {_reason(exc)}", source=self.name) from None
+        self.head += more
+        return bool(more)
+
+    @property
+    def is_binary(self) -> bool:
+        return b"\x00" in self.head
+
+    def chunks(self, size: int = CHUNK_BYTES) -> Iterator[bytes]:
+        if self._consumed:
+            raise RuntimeError("a Source is read once")
+        self._consumed = True
+        pending = self.head
+        while True:
+            try:
+                more = self._stream.read(size)
+            except (OSError, EOFError, zlib.error) as exc:
+                raise InputError(f"cannot read: {_reason(exc)}", source=self.name) from None
+            if not more:
+                if pending:
+                    yield pending
+                return
+            pending += more
+            cut = pending.rfind(b"\n") + 1
+            if cut:
+                yield pending[:cut]
+                pending = pending[cut:]
+
+    def read_all(self) -> bytes:
+        return b"".join(self.chunks())
+
+    def close(self) -> None:
+        if self._stream is not sys.stdin.buffer:
+            self._stream.close()
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()
+    return str(exc) or type(exc).__name__
+
+
+def open_source(path: str | os.PathLike[str]) -> Source:
+    """Open ``path`` ('-' is standard input); gzip is recognised by content, not suffix."""
+    name = os.fspath(path)
+    if name == "-":
+        raw: BinaryIO = sys.stdin.buffer
+        display = "<stdin>"
+    else:
+        display = name
+        if os.path.isdir(name):
+            raise InputError("is a directory, not a log file", source=name)
+        if not os.path.exists(name):
+            raise InputError("no such file", source=name)
+        try:
+            raw = open(name, "rb")  # noqa: SIM115 - closed by Source.close
+        except OSError as exc:
+            raise InputError(f"cannot open: {_reason(exc)}", source=name) from None
+    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
+    try:
+        magic = buffered.peek(2)[:2]
+    except OSError as exc:
+        raise InputError(f"cannot read: {_reason(exc)}", source=display) from None
+    stream: BinaryIO = buffered
+    if magic == GZIP_MAGIC:
+        stream = gzip.GzipFile(fileobj=buffered, mode="rb")  # type: ignore[assignment]
+    return Source(display, stream)

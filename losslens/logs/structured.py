@@ -1,0 +1,277 @@
+"""Structured logs: JSON Lines, CSV, Hugging Face trainer_state.json and Trainer stdout dicts."""
+
+from __future__ import annotations
+
+import ast
+import csv
+import json
+import math
+import re
+from typing import Any
+
+from losslens.errors import FormatError
+from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser
+from losslens.logs.names import STEP_KEYS, parse_number
+from losslens.logs.records import Accounting, Sink
+
+SUMMARY_KEYS = ("train_runtime", "total_flos")
+
+
+def flatten(obj: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for k, v in obj.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.extend(flatten(v, key + "/"))
+        else:
+            out.append((key, v))
+    return out
+
+
+def as_text(v: Any) -> str | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else repr(v)
+    if isinstance(v, list):
+        if all(isinstance(x, int | float) and not isinstance(x, bool) for x in v):
+            return "[" + ", ".join(repr(float(x)) for x in v) + "]"
+        return None
+    return str(v)
+
+
+def emit_mapping(sink: Sink, lineno: int, obj: dict[str, Any], step: int | None = None) -> str | None:
+    """Emit one dict-shaped record; the skip reason when it holds none."""
+    if any(k in obj for k in SUMMARY_KEYS):
+        return "run summary"
+    pairs = [(k, t) for k, v in flatten(obj) if (t := as_text(v)) is not None]
+    found, metrics = sink.metrics_from_pairs(pairs)
+    if not sink.emit(lineno, found if found is not None else step, metrics):
+        return "no training metric"
+    return None
+
+
+# --- JSON Lines ------------------------------------------------------------------------------
+class _JsonlParser(RegexLineParser):
+    noise = COMMON_NOISE
+
+    def feed(self, lineno: int, line: str) -> str | None:
+        text = line.strip()
+        if not text.startswith("{"):
+            return self.classify_noise(text)
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            return "invalid JSON"
+        if not isinstance(obj, dict):
+            return "invalid JSON"
+        return emit_mapping(self.sink, lineno, obj)
+
+
+class JsonLines(Format):
+    name = "jsonl"
+    title = ("JSON Lines metrics, any key naming (LLaMA-Factory trainer_log.jsonl, ms-swift "
+             "logging.jsonl, train/loss, NaN/Infinity literals)")
+    example = '{"current_steps": 10, "total_steps": 8660, "loss": 2.4977, "learning_rate": 5.77e-07}'
+
+    def sniff(self, lines: list[str]) -> int:
+        n = 0
+        for x in lines:
+            t = x.strip()
+            if t.startswith("{") and t.endswith("}"):
+                try:
+                    n += isinstance(json.loads(t), dict)
+                except ValueError:
+                    pass
+        return n
+
+    def parser(self, sink: Sink) -> LineParser:
+        return _JsonlParser(sink)
+
+
+# --- trainer_state.json ----------------------------------------------------------------------
+STEP_LINE = re.compile(r'^\s*"step":\s*(\d+)')
+
+
+class TrainerState(Format):
+    name = "trainer-state"
+    title = "Hugging Face trainer_state.json (log_history: train and eval entries)"
+    example = '{"log_history": [{"epoch": 0.0, "learning_rate": 0.0199, "loss": 2.6644, "step": 10}]}'
+    whole_file = True
+
+    def sniff(self, lines: list[str]) -> int:
+        head = "\n".join(lines[:400])
+        return len(lines) if head.lstrip().startswith("{") and '"log_history"' in head else 0
+
+    def parse_text(self, text: str, lines: list[str], sink: Sink, acc: Accounting,
+                   source: str) -> None:
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise FormatError(f"invalid JSON: {exc.msg}", source=source, line=exc.lineno) from None
+        history = doc.get("log_history") if isinstance(doc, dict) else None
+        if not isinstance(history, list):
+            raise FormatError("no log_history list in this JSON document", source=source)
+        step_lines = [i + 1 for i, x in enumerate(lines) if STEP_LINE.match(x)]
+        k = 0
+        for entry in history:
+            if not isinstance(entry, dict):
+                continue
+            lineno = 0
+            if "step" in entry and k < len(step_lines):
+                lineno = step_lines[k]
+                k += 1
+            reason = emit_mapping(sink, lineno, entry)
+            if reason:
+                sink.notes.append(f"log_history entry at line {lineno}: {reason}, ignored")
+        for x in lines:
+            if x.strip():
+                acc.parsed += 1
+            else:
+                acc.blank += 1
+
+
+# --- CSV -------------------------------------------------------------------------------------
+WANDB_PREFIX = re.compile(r"^.+? - ")
+
+
+class _CsvParser(RegexLineParser):
+    def __init__(self, sink: Sink, delimiter: str):
+        super().__init__(sink)
+        self.delimiter = delimiter
+        self.header: list[str] | None = None
+        self.step_col: int | None = None
+        self.epoch_as_step = False
+
+    def _set_header(self, cells: list[str]) -> None:
+        names = [WANDB_PREFIX.sub("", c.strip()) for c in cells]
+        self.header = names
+        lowered = [n.lower() for n in names]
+        for key in STEP_KEYS:
+            if key in lowered:
+                self.step_col = lowered.index(key)
+                break
+        if self.step_col is None and "epoch" in lowered:
+            self.step_col, self.epoch_as_step = lowered.index("epoch"), True
+
+    def feed(self, lineno: int, line: str) -> str | None:
+        cells = next(csv.reader([line.rstrip("\r")], delimiter=self.delimiter))
+        if self.header is None:
+            self._set_header(cells)
+            return None
+        if len(cells) != len(self.header):
+            return "wrong number of CSV fields"
+        pairs = []
+        step = None
+        for i, (name, cell) in enumerate(zip(self.header, cells, strict=True)):
+            if not cell.strip() or name.endswith(("__MIN", "__MAX", "__step")):
+                continue
+            if i == self.step_col:
+                try:
+                    step = int(float(cell))
+                except ValueError:
+                    return "step is not a number"
+                if not self.epoch_as_step:
+                    continue
+            pairs.append((name, cell))
+        found, metrics = self.sink.metrics_from_pairs(pairs)
+        if not self.sink.emit(lineno, step if step is not None else found, metrics):
+            return "no training metric"
+        return None
+
+
+HEADER_CELL = re.compile(r'^"?[\w\s/.\-()%:@\[\]]{1,120}"?$')
+
+
+def _numeric_share(cells: list[str]) -> float:
+    filled = [c for c in cells if c.strip()]
+    if not filled:
+        return 0.0
+    return sum(1 for c in filled if parse_number(c) is not None) / len(filled)
+
+
+def _csv_header(lines: list[str]) -> str | None:
+    """The delimiter when the first line is a metrics header followed by numeric rows."""
+    if len(lines) < 2:
+        return None
+    for d in (",", "\t"):
+        head = lines[0].split(d)
+        if len(head) < 2 or not all(HEADER_CELL.match(h) for h in head):
+            continue
+        if not any(t in h.lower() for h in head for t in ("loss", "step", "epoch", "acc")):
+            continue
+        rows = [x.split(d) for x in lines[1:20]]
+        if all(len(r) == len(head) and _numeric_share(r) >= 0.5 for r in rows):
+            return d
+    return None
+
+
+class Csv(Format):
+    name = "csv"
+    title = "CSV with a header (W&B export, Lightning metrics.csv with sparse rows, Keras CSVLogger)"
+    example = "epoch,accuracy,learning_rate,loss,val_accuracy,val_loss"
+
+    def sniff(self, lines: list[str]) -> int:
+        return len(lines) if _csv_header([x.rstrip("\r") for x in lines]) else 0
+
+    def parser(self, sink: Sink) -> LineParser:
+        return _CsvParser(sink, ",")
+
+    def parser_for(self, sink: Sink, first_line: str) -> LineParser:
+        return _CsvParser(sink, "\t" if first_line.count("\t") > first_line.count(",") else ",")
+
+
+# --- Hugging Face Trainer stdout -------------------------------------------------------------
+PYDICT = re.compile(r"\{'[^{}]*\}")
+TQDM = re.compile(r"(\d+)/(\d+) \[")
+
+
+class _HFParser(RegexLineParser):
+    noise = COMMON_NOISE
+
+    def __init__(self, sink: Sink):
+        super().__init__(sink)
+        self.bar_total: int | None = None
+        self.bar_step: int | None = None
+
+    def _track_bar(self, text: str) -> None:
+        for m in TQDM.finditer(text):
+            n, total = int(m.group(1)), int(m.group(2))
+            if self.bar_total is None:
+                self.bar_total = total
+            if total == self.bar_total:
+                self.bar_step = n
+
+    def feed(self, lineno: int, line: str) -> str | None:
+        matches = list(PYDICT.finditer(line))
+        if not matches:
+            self._track_bar(line)
+            return self.classify_noise(line.split("\r")[-1])
+        reason: str | None = "no training metric"
+        pos = 0
+        for m in matches:
+            self._track_bar(line[pos:m.start()])
+            pos = m.end()
+            try:
+                obj = ast.literal_eval(m.group(0))
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                continue
+            if isinstance(obj, dict):
+                r = emit_mapping(self.sink, lineno, obj, step=self.bar_step)
+                reason = None if r is None or reason is None else r
+        self._track_bar(line[pos:])
+        return reason
+
+
+class HFStdout(Format):
+    name = "hf"
+    title = ("Hugging Face Trainer / TRL / ms-swift stdout: {'loss': ...} dicts (string values "
+             "too) among tqdm redraws")
+    example = ("{'loss': 2.0592, 'grad_norm': 0.6914, 'learning_rate': 7.17e-05, "
+               "'mean_token_accuracy': 0.5715, 'epoch': 0.03}")
+
+    def sniff(self, lines: list[str]) -> int:
+        return sum(1 for x in lines if "{'" in x and PYDICT.search(x))
+
+    def parser(self, sink: Sink) -> LineParser:
+        return _HFParser(sink)
