@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+import numpy as np
 import polars as pl
 
 from losslens.errors import FormatError, InputError, UsageError
+from losslens.logs import kv_fast
 from losslens.logs.base import Format
 from losslens.logs.records import Accounting, Sink
 from losslens.logs.registry import BY_NAME, FORMATS
@@ -109,9 +111,23 @@ def _read(src: Source, format: str | None) -> LogData:
         lines = _decode_lines(data)
         acc.total = len(lines)
         fmt.parse_text(text, lines, sink, acc, src.name)
+    elif fmt.name == "kv":
+        _parse_kv_fast(src, fmt, sink, acc)
     else:
         _parse_lines(src, fmt, sink, acc)
     return _assemble(src.name, fmt.name, sink, acc)
+
+
+def _parse_kv_fast(src: Source, fmt: Format, sink: Sink, acc: Accounting) -> None:
+    """key=value logs, vectorised chunk by chunk (see kv_fast); odd lines go per line."""
+    parser = fmt.parser(sink)
+    tpls: list[kv_fast.Template] | None = None
+    for chunk in src.chunks():
+        if tpls is None:
+            sample = _decode_lines(chunk[: 1 << 20])[: kv_fast.SAMPLE_LINES]
+            tpls = kv_fast.templates(sample)
+        kv_fast.parse_chunk(chunk, acc.total + 1, tpls, sink, acc, parser)
+    parser.finish()
 
 
 def _parse_lines(src: Source, fmt: Format, sink: Sink, acc: Accounting) -> None:
@@ -141,32 +157,53 @@ def _parse_lines(src: Source, fmt: Format, sink: Sink, acc: Accounting) -> None:
     acc.total = lineno
 
 
-def _frame(records: list[dict], frames: list[pl.DataFrame]) -> pl.DataFrame:
-    parts = list(frames)
-    if records:
-        parts.append(pl.from_dicts(records, infer_schema_length=None))
-    if not parts:
-        return pl.DataFrame(schema={"step": pl.Int64, "line": pl.Int64})
-    df = pl.concat(parts, how="diagonal_relaxed") if len(parts) > 1 else parts[0]
+def _canonical_types(df: pl.DataFrame) -> pl.DataFrame:
+    """step/line Int64, metrics Float64 or List(Float64); only columns not so already change."""
     casts = []
     for name, dtype in df.schema.items():
+        want: pl.DataType | None = None
         if name in ("step", "line"):
-            casts.append(pl.col(name).cast(pl.Int64))
+            want = pl.Int64()
         elif name == "time":
             continue
         elif isinstance(dtype, pl.List):
-            casts.append(pl.col(name).cast(pl.List(pl.Float64)))
+            want = pl.List(pl.Float64)
         elif dtype == pl.Null or dtype.is_numeric():
-            casts.append(pl.col(name).cast(pl.Float64))
-    df = df.with_columns(casts).sort("line", maintain_order=True)
+            want = pl.Float64()
+        if want is not None and dtype != want:
+            casts.append(pl.col(name).cast(want))
+    return df.with_columns(casts) if casts else df
+
+
+def _parts(records: list[dict], frames: list[pl.DataFrame]) -> list[pl.DataFrame]:
+    """Record frames in canonical types, with list columns' derived min and mean."""
+    parts = [_canonical_types(f) for f in frames if f.height]
+    if records:
+        parts.append(_canonical_types(pl.from_dicts(records, infer_schema_length=None)))
+    out = []
+    for part in parts:
+        derived = [e for name, dtype in part.schema.items() if isinstance(dtype, pl.List)
+                   for e in (pl.col(name).list.min().alias(f"{name}_min"),
+                             pl.col(name).list.mean().alias(f"{name}_mean"))]
+        out.append(part.with_columns(derived) if derived else part)
+    return out
+
+
+def _frame(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    """One frame in line order. Parts are kept as chunks (no copy of a large log's columns)."""
+    if not parts:
+        return pl.DataFrame(schema={"step": pl.Int64, "line": pl.Int64})
+    if len(parts) == 1:
+        df = parts[0]
+    elif all(p.schema == parts[0].schema for p in parts):
+        df = pl.concat(parts, how="vertical", rechunk=False)
+    else:
+        df = pl.concat(parts, how="diagonal_relaxed", rechunk=False)
+    if not df["line"].is_sorted():
+        df = df.sort("line", maintain_order=True)
     if "time" in df.columns and df["time"].null_count() == df.height:
         df = df.drop("time")
-    derived = []
-    for name, dtype in df.schema.items():
-        if isinstance(dtype, pl.List):
-            derived += [pl.col(name).list.min().alias(f"{name}_min"),
-                        pl.col(name).list.mean().alias(f"{name}_mean")]
-    return df.with_columns(derived) if derived else df
+    return df
 
 
 def _fill_steps(df: pl.DataFrame, notes: list[str], what: str) -> pl.DataFrame:
@@ -180,27 +217,41 @@ def _fill_steps(df: pl.DataFrame, notes: list[str], what: str) -> pl.DataFrame:
     return df.with_columns(pl.col("step").forward_fill().fill_null(0))
 
 
-def _segments(train: pl.DataFrame) -> tuple[pl.DataFrame, tuple[Segment, ...]]:
-    if train.height == 0:
-        return train.with_columns(pl.lit(0, pl.Int32).alias("segment")), ()
-    seg = (pl.col("step").diff().fill_null(0) < 0).cum_sum().cast(pl.Int32)
-    train = train.with_columns(seg.alias("segment"))
-    table = (train.group_by("segment", maintain_order=True)
-             .agg(pl.col("step").first().alias("first"), pl.col("step").last().alias("last"),
-                  pl.len().alias("n"), pl.col("line").first().alias("line")))
-    segs = tuple(Segment(int(r["segment"]), int(r["first"]), int(r["last"]), int(r["n"]),
-                         int(r["line"])) for r in table.iter_rows(named=True))
-    return train, segs
+def _segments(parts: list[pl.DataFrame]) -> tuple[list[pl.DataFrame], tuple[Segment, ...]]:
+    """Number the segments (a step that goes backwards starts one), part by part so that a
+    large log's columns are never copied."""
+    steps = np.concatenate([p["step"].to_numpy() for p in parts])
+    lines = np.concatenate([p["line"].to_numpy() for p in parts])
+    back = np.zeros(len(steps), dtype=bool)
+    back[1:] = steps[1:] < steps[:-1]
+    ids = np.cumsum(back, dtype=np.int32)
+    out, offset = [], 0
+    for part in parts:
+        out.append(part.with_columns(pl.Series("segment", ids[offset:offset + part.height])))
+        offset += part.height
+    starts = np.concatenate([[0], np.flatnonzero(back)])
+    ends = np.concatenate([starts[1:], [len(steps)]])
+    segs = tuple(Segment(i, int(steps[a]), int(steps[b - 1]), int(b - a), int(lines[a]))
+                 for i, (a, b) in enumerate(zip(starts, ends, strict=True)))
+    return out, segs
 
 
 def _assemble(source: str, fmt: str, sink: Sink, acc: Accounting) -> LogData:
     notes = list(sink.notes)
-    train = _fill_steps(_frame(sink.train, sink.frames), notes, "train")
-    evals = _frame(sink.eval, sink.eval_frames)
-    if train.height == 0 and evals.height == 0:
+    train_parts = _parts(sink.train, sink.frames)
+    eval_parts = _parts(sink.eval, sink.eval_frames)
+    if not train_parts and not eval_parts:
         raise FormatError(f"no {fmt} records in {acc.total} lines ({acc.n_skipped} skipped, "
                           f"{acc.blank} blank)", source=source)
-    train, segments = _segments(train)
+    train = _frame(train_parts)
+    if train["step"].null_count():
+        train_parts = [_fill_steps(train, notes, "train")]
+    elif len(train_parts) > 1 and not train["line"].is_sorted():
+        train_parts = [train]
+    train_parts, segments = _segments(train_parts) if train.height else ([], ())
+    train = _frame([_ordered(p) for p in train_parts]) if train_parts else \
+        train.with_columns(pl.lit(0, pl.Int32).alias("segment"))
+    evals = _frame(eval_parts)
     if evals.height:
         evals = _fill_steps(evals, notes, "eval")
         if train.height:
@@ -210,10 +261,13 @@ def _assemble(source: str, fmt: str, sink: Sink, acc: Accounting) -> LogData:
             ).with_columns(pl.col("segment").fill_null(0))
         else:
             evals = evals.with_columns(pl.lit(0, pl.Int32).alias("segment"))
-    order = [c for c in META_COLUMNS if c in train.columns]
-    train = train.select(order + [c for c in train.columns if c not in META_COLUMNS])
     if len(segments) > 1:
         notes.append(f"the step went backwards {len(segments) - 1} time(s): "
                      f"{len(segments)} segments (restarts), analysed apart")
-    return LogData(source=source, format=fmt, train=train, eval=evals, lines=acc,
+    return LogData(source=source, format=fmt, train=train, eval=_ordered(evals), lines=acc,
                    segments=segments, names=dict(sink.names), notes=tuple(notes))
+
+
+def _ordered(df: pl.DataFrame) -> pl.DataFrame:
+    order = [c for c in META_COLUMNS if c in df.columns]
+    return df.select(order + [c for c in df.columns if c not in META_COLUMNS])

@@ -57,6 +57,7 @@ class Sink:
     frames: list[pl.DataFrame] = field(default_factory=list)  # vectorised readers
     eval_frames: list[pl.DataFrame] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    idle_lines: list[int] = field(default_factory=list)  # vectorised rows that held no metric
 
     def emit(self, line: int, step: int | None, metrics: dict[str, Value],
              time: datetime | None = None, kind: str | None = None) -> bool:

@@ -13,7 +13,7 @@ from typing import BinaryIO
 from losslens.errors import InputError
 
 HEAD_BYTES = 1 << 20  # enough to sniff logs that open with long start-up noise
-CHUNK_BYTES = 1 << 25  # 32 MiB: keeps peak memory flat on very large logs
+CHUNK_BYTES = 1 << 22  # 4 MiB: keeps peak memory flat on very large logs
 GZIP_MAGIC = b"\x1f\x8b"
 
 
