@@ -30,7 +30,8 @@ VALUE_END = r"[\s|,;\[\]()]"
 @dataclass(frozen=True)
 class Template:
     keys: tuple[str, ...]
-    lead: tuple[str, ...]  # the text between the previous value (or the line's start) and a key
+    lead: tuple[str, ...]  # the text between the previous value (or the line's start) and a key;
+    # '\x00' + its last character where that text varies (holds numbers)
     lists: tuple[bool, ...]  # the value is a [..] list
     rate_cell: int | None  # the cell holding '(32.1Ktok/s)', if any
     time: str | None  # 'bracket' ([2026-05-15 21:26:03] ...), 'plain', or None
@@ -60,6 +61,8 @@ def templates(sample: list[str]) -> list[Template]:
         values = [""] + [v for _, _, v in pairs]
         lead = tuple(c[len(v):-len(k)] if i else c[-len(k) - 1:-len(k)]
                      for i, (c, v, (k, _, _)) in enumerate(zip(cells, values, pairs, strict=False)))
+        # text with numbers in it between a value and the next key varies: keep its last char
+        lead = tuple("\x00" + x[-1:] if any(ch.isdigit() for ch in x) else x for x in lead)
         counts[Template(tuple(k for k, _, _ in pairs), lead,
                         tuple(v.startswith("[") for _, _, v in pairs),
                         rate[0] if rate else None, shape)] += 1
@@ -117,13 +120,13 @@ def _template_rows(cells: pl.DataFrame, t: Template, rate_only_there: bool) -> p
     fits = [c[m].is_not_null(), c[m + 1].is_null()]
     for i, (key, lead) in enumerate(zip(t.keys, t.lead, strict=True)):
         # cell i ends with the key, behind the same text as in the template
-        fixed = lead if not any(ch.isdigit() for ch in lead) else lead[-1:]
+        fixed = lead.removeprefix("\x00")
         fits.append(c[i].str.ends_with(fixed + key) if lead or i else c[i] == key)
     raws = []
     for i, is_list in enumerate(t.lists):
         cell = c[i + 1]
         tail = len(t.lead[i + 1]) + len(t.keys[i + 1]) if i + 1 < m else None
-        if tail and not is_list and not any(ch.isdigit() for ch in t.lead[i + 1]):
+        if tail and not is_list and not t.lead[i + 1].startswith("\x00"):
             # the value is all that stands before the fixed tail: a float parse checks it
             raws.append(cell.str.head(-tail).alias(f"raw{i}"))
             continue

@@ -46,7 +46,10 @@ class LogData:
 
     @property
     def metrics(self) -> list[str]:
-        return [c for c in self.train.columns if c not in META_COLUMNS]
+        """Canonical metrics of the train records (derived list min/mean columns left out)."""
+        lists = [c for c, t in self.train.schema.items() if isinstance(t, pl.List)]
+        derived = {f"{c}_{s}" for c in lists for s in ("min", "mean")}
+        return [c for c in self.train.columns if c not in META_COLUMNS and c not in derived]
 
     @property
     def eval_metrics(self) -> list[str]:
@@ -200,7 +203,7 @@ def _frame(parts: list[pl.DataFrame]) -> pl.DataFrame:
     else:
         df = pl.concat(parts, how="diagonal_relaxed", rechunk=False)
     if not df["line"].is_sorted():
-        df = df.sort("line", maintain_order=True)
+        df = df.sort("line", maintain_order=True).rechunk()
     if "time" in df.columns and df["time"].null_count() == df.height:
         df = df.drop("time")
     return df
@@ -246,7 +249,7 @@ def _assemble(source: str, fmt: str, sink: Sink, acc: Accounting) -> LogData:
     train = _frame(train_parts)
     if train["step"].null_count():
         train_parts = [_fill_steps(train, notes, "train")]
-    elif len(train_parts) > 1 and not train["line"].is_sorted():
+    elif len(train_parts) > 1 and train.n_chunks() == 1:  # re-sorted: use the sorted frame
         train_parts = [train]
     train_parts, segments = _segments(train_parts) if train.height else ([], ())
     train = _frame([_ordered(p) for p in train_parts]) if train_parts else \

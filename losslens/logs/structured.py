@@ -223,24 +223,35 @@ class Csv(Format):
 
 # --- Hugging Face Trainer stdout -------------------------------------------------------------
 PYDICT = re.compile(r"\{'[^{}]*\}")
-TQDM = re.compile(r"(\d+)/(\d+) \[")
+TQDM = re.compile(r"(\d+)/(\d+) \[[^\]]*?(?:it/s|s/it)\]")
 
 
 class _HFParser(RegexLineParser):
+    """Dict lines among tqdm bars. The step is the training bar's count when the dict was
+    printed; with buffered stdout (nohup) many dicts land after one bar, and then the step is
+    rebuilt from the logging interval (see ``finish``)."""
+
     noise = COMMON_NOISE
 
     def __init__(self, sink: Sink):
         super().__init__(sink)
-        self.bar_total: int | None = None
-        self.bar_step: int | None = None
+        self.bars: dict[int, list[int]] = {}  # total -> [updates, last count]
+        self.train: list[dict[str, Any]] = []
+        self.evals: list[dict[str, Any]] = []
 
     def _track_bar(self, text: str) -> None:
         for m in TQDM.finditer(text):
             n, total = int(m.group(1)), int(m.group(2))
-            if self.bar_total is None:
-                self.bar_total = total
-            if total == self.bar_total:
-                self.bar_step = n
+            state = self.bars.setdefault(total, [0, 0])
+            state[0] += 1
+            state[1] = n
+
+    @property
+    def bar_step(self) -> int | None:
+        if not self.bars:
+            return None
+        # the training bar: the longest one counting iterations (eval bars count batches)
+        return self.bars[max(self.bars)][1]
 
     def feed(self, lineno: int, line: str) -> str | None:
         matches = list(PYDICT.finditer(line))
@@ -257,10 +268,29 @@ class _HFParser(RegexLineParser):
             except (ValueError, SyntaxError, MemoryError, RecursionError):
                 continue
             if isinstance(obj, dict):
+                n_train, n_eval = len(self.sink.train), len(self.sink.eval)
                 r = emit_mapping(self.sink, lineno, obj, step=self.bar_step)
+                self.train += self.sink.train[n_train:]
+                self.evals += self.sink.eval[n_eval:]
                 reason = None if r is None or reason is None else r
         self._track_bar(line[pos:])
         return reason
+
+    def finish(self) -> None:
+        steps = [r["step"] for r in self.train]
+        if None in steps or all(b > a for a, b in zip(steps, steps[1:], strict=False)):
+            return
+        # buffered output: records logged every `interval` steps, the last near the bar's end
+        last = max(max(s for s in steps if s is not None), self.bar_step or 0)
+        interval = max(1, round(last / len(steps)))
+        for k, rec in enumerate(self.train, 1):
+            rec["step"] = k * interval
+        self.sink.notes.append(f"stdout was buffered (several records after one progress bar): "
+                               f"steps rebuilt as every {interval} steps")
+        by_line = sorted((r["line"], r["step"]) for r in self.train)
+        for ev in self.evals:
+            before = [s for ln, s in by_line if ln <= ev["line"]]
+            ev["step"] = before[-1] if before else 0
 
 
 class HFStdout(Format):

@@ -1,0 +1,3 @@
+from losslens.cli import main
+
+main()

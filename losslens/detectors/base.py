@@ -1,0 +1,36 @@
+"""The detector interface: stateless, explicit parameters, a Skipped result when data is short."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+from losslens.findings import Finding, Skipped
+
+
+@dataclass(frozen=True)
+class Series:
+    """One metric of one segment: steps ascending, values as logged (NaN kept)."""
+
+    metric: str
+    steps: np.ndarray  # (n,) int64
+    values: np.ndarray  # (n,) float64
+    segment: int = 0
+    context: dict[str, np.ndarray] | None = None  # other metrics of the segment, same steps
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+
+class Detector(ABC):
+    """One kind of finding. ``name`` is the finding kind and the CLI's name for it."""
+
+    name: str = ""
+    title: str = ""
+    metrics: tuple[str, ...] = ("loss",)  # the canonical metrics it looks at
+
+    @abstractmethod
+    def detect(self, series: Series) -> list[Finding] | Skipped:
+        """Findings on ``series`` (possibly none), or Skipped when it cannot judge."""

@@ -1,0 +1,109 @@
+"""Results: findings, skipped checks, the per-log report and the exit code it implies."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+SCHEMA = "losslens.report/1"
+
+
+class Severity(IntEnum):
+    INFO = 0
+    WARNING = 1
+    ERROR = 2
+
+    @classmethod
+    def parse(cls, text: str) -> Severity:
+        try:
+            return cls[text.strip().upper()]
+        except KeyError:
+            raise ValueError(f"unknown severity {text!r} (use info, warning or error)") from None
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FINDINGS = 1
+    ERROR = 2
+    INTERRUPTED = 130
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str
+    severity: Severity
+    metric: str
+    start_step: int
+    end_step: int
+    summary: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+    segment: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "severity": str(self.severity), "metric": self.metric,
+                "start_step": self.start_step, "end_step": self.end_step,
+                "summary": self.summary, "evidence": jsonable(self.evidence)}
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A check that could not run (too little data, metric missing) — a result, not silence."""
+
+    detector: str
+    metric: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Report:
+    source: str
+    format: str
+    lines: dict[str, int]
+    skipped_reasons: dict[str, int]
+    steps: dict[str, int | None]
+    eval_records: int
+    segments: int
+    metrics: list[str]
+    findings: list[Finding]
+    skipped: list[Skipped] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def worst(self) -> Severity | None:
+        return max((f.severity for f in self.findings), default=None)
+
+    def exit_code(self, fail_on: Severity | None) -> ExitCode:
+        if fail_on is None:
+            return ExitCode.OK
+        worst = self.worst()
+        return ExitCode.FINDINGS if worst is not None and worst >= fail_on else ExitCode.OK
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "source": self.source, "format": self.format,
+                "lines": dict(self.lines), "steps": dict(self.steps),
+                "eval_records": self.eval_records, "segments": self.segments,
+                "metrics": list(self.metrics),
+                "findings": [f.as_dict() for f in self.findings]}
+
+
+def jsonable(obj: Any) -> Any:
+    """Plain JSON types; NaN and infinities become None (JSON has no such numbers)."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, bool) or obj is None or isinstance(obj, str):
+        return obj
+    if isinstance(obj, int):
+        return int(obj)
+    try:
+        f = float(obj)
+    except (TypeError, ValueError):
+        return str(obj)
+    if not math.isfinite(f):
+        return None
+    return int(f) if hasattr(obj, "is_integer") and type(obj).__name__.startswith("int") else f

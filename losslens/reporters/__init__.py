@@ -1,0 +1,1 @@
+"""Reporters turn a Report into text; they never print or exit."""

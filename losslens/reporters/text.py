@@ -1,0 +1,68 @@
+"""Human reports: a rich post-mortem for `analyze`, one line per finding for `check`."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from losslens.findings import Report, Severity
+from losslens.logs import LogData
+
+STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+
+
+def _n(x: int) -> str:
+    return f"{x:,}"
+
+
+def analyze_view(report: Report, log: LogData) -> RenderableType:
+    lines = report.lines
+    head = Text.assemble(
+        (report.source, "bold"), f" — format {report.format}; {_n(lines['total'])} lines: ",
+        f"{_n(lines['parsed'])} parsed, {_n(lines['skipped'])} skipped, {_n(lines['blank'])} blank")
+    read = Table(show_header=False, box=None, pad_edge=False)
+    read.add_column(style="dim")
+    read.add_column()
+    s = report.steps
+    read.add_row("train records", f"{_n(s['count'])} (steps {s['first']}–{s['last']})"
+                 if s["count"] else "0")
+    read.add_row("eval records", _n(report.eval_records))
+    read.add_row("metrics", ", ".join(_named(m, log) for m in report.metrics) or "—")
+    if len(log.segments) > 1:
+        segs = "; ".join(f"#{g.index}: steps {g.first_step}–{g.last_step} ({_n(g.records)} records, "
+                         f"from line {g.first_line})" for g in log.segments)
+        read.add_row("segments", f"{len(log.segments)} (restarts) — {segs}")
+    else:
+        read.add_row("segments", "1")
+    for reason, count in sorted(report.skipped_reasons.items(), key=lambda kv: -kv[1]):
+        lineno, text = log.lines.examples[reason]
+        read.add_row(f"skipped: {reason}", f"{_n(count)} (first at line {lineno}: {text[:60]!r})")
+    parts: list[RenderableType] = [head, read]
+    for note in report.notes:
+        parts.append(Text(f"note: {note}", style="dim"))
+    parts.append(findings_table(report))
+    return Group(*parts)
+
+
+def _named(metric: str, log: LogData) -> str:
+    original = log.names.get(metric)
+    return metric if original in (None, metric) else f"{metric} ({original})"
+
+
+def findings_table(report: Report) -> RenderableType:
+    if not report.findings:
+        return Text("no findings", style="green")
+    table = Table(title=f"{len(report.findings)} finding(s)", title_justify="left")
+    for col in ("severity", "kind", "metric", "steps", "summary"):
+        table.add_column(col, overflow="fold")
+    for f in report.findings:
+        table.add_row(Text(str(f.severity), style=STYLE[f.severity]), f.kind, f.metric,
+                      f"{f.start_step}–{f.end_step}", f.summary)
+    return table
+
+
+def check_lines(report: Report) -> list[str]:
+    """One terse line per finding: source:steps: severity kind metric: summary."""
+    return [f"{report.source}:{f.start_step}-{f.end_step}: {f.severity} {f.kind} [{f.metric}] "
+            f"{f.summary}" for f in report.findings]

@@ -1,0 +1,87 @@
+"""The vectorised key=value reader gives exactly what the per-line parser gives."""
+
+from __future__ import annotations
+
+import random
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from losslens import read_log, synth
+from losslens.logs import kv_fast
+from tests.conftest import FIXTURES
+from tests.naive import read_kv_per_line
+
+
+def assert_same(path) -> None:
+    fast, slow = read_log(path, format="kv"), read_kv_per_line(path)
+    assert fast.lines.as_dict() == slow.lines.as_dict()
+    assert dict(fast.lines.skipped) == dict(slow.lines.skipped)
+    for a, b in ((fast.train, slow.train), (fast.eval, slow.eval)):
+        assert sorted(a.columns) == sorted(b.columns)
+        assert_frame_equal(a.select(sorted(a.columns)), b.select(sorted(a.columns)),
+                           check_dtypes=False)
+    assert fast.segments == slow.segments
+
+
+@pytest.mark.parametrize("name", ["seed004_dflash.log", "drafter_restart.log"])
+def test_fixtures(name: str) -> None:
+    assert_same(FIXTURES / name)
+
+
+NOISE = [
+    "",
+    "   ",
+    "Traceback (most recent call last):",
+    "[2026-05-15 21:30:00] checkpoint saved to /ckpt/step_500",
+    "[2026-05-15 21:30:01] step=77 loss=nan acc=0.1 lr=1e-05 extra_key=3",  # unknown key
+    "[2026-05-15 21:30:02] step=78 loss=1.5 acc=0.1 global_step=9 lr=1e-5",  # hidden 'step'
+    "[2026-05-15 21:30:03.250] step=79 loss=1.5 acc=0.1",  # fractional seconds
+    "step=80 loss=1.25e+00 acc=0.2 q_pre=[1,2,3] note=ok",  # no time, list without spaces
+    "[2026-05-15 21:30:05] step=81 loss=-inf acc=0.1 q_pre=[] q_hs=[x]",  # empty / bad list
+    "[2026-05-15 21:30:06] step=82 loss=0.5 | tgt=1.5Mtok/s eval_loss=0.7",  # eval on a line
+    "[2026-05-15 21:30:07] step=83 lr=1e-5 noise=0.1",  # no training metric
+    "[2026-05-15 21:30:08] step=84 loss=1,5 acc=0.1",  # comma: value cut at ','
+    "\u00e9t\u00e9 step=85 loss=0.9 acc=0.1 \u2713",
+    "[2026-05-15 21:30:09] step=86 loss=0.9 acc=0.1 ETA=1h",
+    "[2026-05-15 21:30:10] step=87 loss= 0.9 acc=0.1",  # empty value
+    "[2026-05-15 21:30:11] step=88 loss=0.9~x acc=0.1",  # '~' inside a value
+]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_generated_with_odd_lines(tmp_path, seed: int) -> None:
+    rng = random.Random(seed)
+    lines = list(synth.dflash_lines(3000, seed=seed))
+    for _ in range(200):
+        lines.insert(rng.randrange(len(lines)), rng.choice(NOISE))
+    path = tmp_path / "odd.log"
+    path.write_text("\n".join(lines) + ("\n" if seed else ""))  # seed 0: no final newline
+    assert_same(path)
+
+
+def test_chunk_boundaries_do_not_split_lines(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr("losslens.logs.source.CHUNK_BYTES", 1000)
+    from losslens.logs import source
+    monkeypatch.setattr(source.Source.chunks, "__defaults__", (1000,))
+    path = tmp_path / "small.log"
+    path.write_text("\n".join(synth.dflash_lines(400)) + "\n")
+    log = read_log(path)
+    assert log.train["step"].to_list() == list(range(400))
+    assert log.lines.total == 400
+
+
+def test_templates_found() -> None:
+    lines = list(synth.dflash_lines(50))
+    (t,) = kv_fast.templates(lines)
+    assert t.keys[:3] == ("step", "loss", "acc") and t.rate_cell == 8 and t.time == "bracket"
+    assert t.lists == tuple(k in ("q_pre", "q_hs") for k in t.keys)
+
+
+def test_fast_path_reads_dflash_columns(tmp_path) -> None:
+    path = tmp_path / "d.log"
+    path.write_text("\n".join(synth.dflash_lines(1000)) + "\n")
+    log = read_log(path)
+    assert log.train.schema["q_pre"] == pl.List(pl.Float64)
+    assert log.train["tokens_per_s"].is_between(30000, 34000).all()

@@ -1,0 +1,141 @@
+"""Readers on the bundled fixtures: exact values, units, lists, eval apart, restarts, accounting."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import polars as pl
+import pytest
+
+from losslens import read_log
+from losslens.errors import FormatError
+from losslens.logs import BY_NAME, FORMATS, sniff
+from tests.conftest import FIXTURES
+
+
+def test_seed004_every_field() -> None:
+    log = read_log(FIXTURES / "seed004_dflash.log")
+    assert log.format == "kv"
+    assert log.train.height == 30
+    row = log.train.filter(pl.col("step") == 338).row(0, named=True)
+    assert row["loss"] == 0.8183 and row["acc"] == 0.055 and row["streak"] == 1.2
+    assert row["lr"] == 8.81e-05 and row["noise"] == 0.1
+    assert row["tgt"] == 0.68 and row["dft"] == 0.68  # '0.68b/s'
+    assert row["tokens_per_s"] == pytest.approx(32100.0)  # '(32.1Ktok/s)'
+    assert row["q_pre"] == [50.0, 50.0, 46.0, 45.0, 44.0, 46.0]
+    assert row["q_pre_min"] == 44.0 and row["q_pre_mean"] == pytest.approx(281 / 6)
+    assert row["q_hs"] == [0.0]
+    assert row["epoch"] == 0.02  # 'epoch~0.02'
+    assert row["eta_s"] == 4.0 * 86400  # 'ETA=4.0d'
+    assert str(row["time"]) == "2026-05-15 21:26:03"
+    assert row["line"] == 24
+    assert log.train["step"].to_list()[:4] == [0, 2, 3, 4]
+    assert log.names["eta_s"] == "ETA" and log.names["tokens_per_s"] == "(Ktok/s)"
+
+
+def test_gzip_by_content_and_stdin() -> None:
+    plain = read_log(FIXTURES / "seed004_dflash.log")
+    gz = read_log(FIXTURES / "seed004_dflash.gz.bin")
+    assert gz.train.equals(plain.train)
+    out = subprocess.run([sys.executable, "-m", "losslens", "analyze", "--json", "-"],
+                         input=(FIXTURES / "seed004_dflash.log").read_bytes(), capture_output=True,
+                         check=True)
+    assert b'"source":"<stdin>"' in out.stdout and b'"count":30' in out.stdout
+
+
+@pytest.mark.parametrize(("name", "fmt", "train", "evals", "segments"), [
+    ("nanogpt_nan.log", "nanogpt", 41, 3, 1),
+    ("metrics.jsonl", "jsonl", 32, 3, 1),
+    ("megatron_ranks.log", "megatron", 20, 2, 1),
+    ("drafter_restart.log", "kv", 12, 0, 2),
+    ("hf_stdout.log", "hf", 3, 1, 1),
+    ("trainer_state.json", "trainer-state", 3, 1, 1),
+    ("keras_csvlogger.csv", "csv", 5, 5, 1),
+    ("lightning_metrics.csv", "csv", 10, 2, 1),
+    ("wandb_export.csv", "csv", 10, 0, 1),
+    ("modded_nanogpt.log", "modded-nanogpt", 20, 1, 1),
+    ("llmc_main.log", "modded-nanogpt", 20, 1, 1),
+    ("fairseq.log", "fairseq", 5, 1, 1),
+    ("torchtitan_ansi.log", "torchtitan", 10, 0, 1),
+    ("olmo_console.log", "olmo", 5, 0, 1),
+])
+def test_fixture_counts(name: str, fmt: str, train: int, evals: int, segments: int) -> None:
+    log = read_log(FIXTURES / name)
+    assert (log.format, log.train.height, log.eval.height, len(log.segments)) == \
+        (fmt, train, evals, segments)
+    acc = log.lines
+    assert acc.parsed + acc.n_skipped + acc.blank == acc.total
+    # the same file read with its format named explicitly gives the same frame
+    assert read_log(FIXTURES / name, format=fmt).train.equals(log.train)
+
+
+def test_nonfinite_literals_and_nested_keys() -> None:
+    log = read_log(FIXTURES / "metrics.jsonl")
+    tail = log.train.tail(2)["loss"].to_list()
+    assert math.isnan(tail[0]) and tail[1] == math.inf
+    assert log.names["loss"] == "train/loss" and log.names["grad_norm"] == "train/grad_norm"
+
+
+def test_restart_is_a_segment_not_merged() -> None:
+    log = read_log(FIXTURES / "drafter_restart.log")
+    assert [(s.first_step, s.last_step, s.records) for s in log.segments] == [(0, 50, 6), (30, 80, 6)]
+    assert log.train["segment"].to_list() == [0] * 6 + [1] * 6
+    assert any("segments (restarts)" in n for n in log.notes)
+
+
+def test_hf_stdout_steps_eval_and_summary() -> None:
+    log = read_log(FIXTURES / "hf_stdout.log")
+    assert log.train["step"].to_list() == [10, 20, 30]
+    assert log.eval.row(0, named=True)["step"] == 20
+    assert log.lines.skipped["run summary"] == 1
+    assert log.lines.skipped["progress bar"] == 27
+
+
+def test_trainer_state_nan_grad_norm_and_lines() -> None:
+    log = read_log(FIXTURES / "trainer_state.json")
+    assert math.isnan(log.train["grad_norm"][1])
+    text = (FIXTURES / "trainer_state.json").read_text().splitlines()
+    for step, line in log.train.select("step", "line").rows():
+        assert f'"step": {step}' in text[line - 1]
+
+
+def test_keras_crlf_eval_split() -> None:
+    log = read_log(FIXTURES / "keras_csvlogger.csv")
+    assert log.train["loss"].to_list()[0] == 0.4
+    assert log.eval["eval_loss"].to_list()[0] == 0.3
+
+
+def test_megatron_rank_prefix_and_units() -> None:
+    log = read_log(FIXTURES / "megatron_ranks.log")
+    assert log.train["step"].to_list()[:2] == [10, 20]
+    assert log.eval["step"].to_list() == [100, 200]
+    assert 17 < log.train["step_time_s"][0] < 19
+
+
+def test_torchtitan_ansi_stripped() -> None:
+    log = read_log(FIXTURES / "torchtitan_ansi.log")
+    row = log.train.row(0, named=True)
+    assert row["step"] == 1 and row["loss"] == 7.9 and row["tokens_per_s"] == 6581.0
+    assert row["mfu"] == 1.55
+
+
+def test_formats_registry_examples_sniff_as_themselves() -> None:
+    names = [f.name for f in FORMATS]
+    assert len(names) == len(set(names)) == len(BY_NAME)
+    for f in FORMATS:
+        if f.whole_file:
+            continue
+        follow = "0,0.88,0.001,0.36,0.27,3.64" if f.name == "csv" else f.example
+        found, _ = sniff([f.example, follow])
+        assert found is not None and found.name == f.name, f.name
+
+
+def test_no_records_is_a_format_error(tmp_path) -> None:
+    p = tmp_path / "notes.txt"
+    p.write_text("hello\nworld\n")
+    with pytest.raises(FormatError, match="no known log format"):
+        read_log(p)
+    with pytest.raises(FormatError, match=r"no kv records in 2 lines \(2 skipped, 0 blank\)"):
+        read_log(p, format="kv")
