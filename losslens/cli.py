@@ -112,7 +112,7 @@ def check(
     with user_errors():
         threshold, kinds = _severity(fail_on), _ignore(ignore)
         code = ExitCode.OK
-        for path, _, report in _reports(logs, format, kinds):
+        for _, _, report in _reports(logs, format, kinds):
             if report is None:
                 code = ExitCode.ERROR
                 continue
@@ -123,7 +123,7 @@ def check(
                     print(line)
             result = report.exit_code(threshold)
             worst = report.worst()
-            err.print(f"{path}: {len(report.findings)} finding(s)"
+            err.print(f"{report.source}: {len(report.findings)} finding(s)"
                       f"{f', worst {worst}' if worst is not None else ''}; "
                       f"{report.steps['count']} records; "
                       f"{'FAIL' if result else 'ok'} (--fail-on {threshold})", markup=False)

@@ -104,7 +104,16 @@ class Sink:
         return step, metrics
 
 
+INT64 = 2**63
+
+
 def step_value(raw: Any) -> int | None:
+    """An integer step from a number or text ('12', '12.0', '12/300'); None if not one."""
+    value = _step_value(raw)
+    return value if value is not None and -INT64 <= value < INT64 else None
+
+
+def _step_value(raw: Any) -> int | None:
     if isinstance(raw, bool):
         return None
     if isinstance(raw, int):

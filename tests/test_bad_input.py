@@ -1,0 +1,112 @@
+"""Bad input: one clear line on stderr naming the file (and line), exit 2, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from losslens import read_log
+from losslens.errors import LossLensError
+
+
+def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "losslens", *args], input=stdin,
+                          capture_output=True, check=False)
+
+
+def one_error_line(proc) -> str:
+    err = proc.stderr.decode()
+    assert "Traceback (most recent call last)" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (None, "no such file"),
+    (b"", "empty file: no lines to read"),
+    (b"\x7fELF\x02\x01\x01\x00\x00\x00binary", "binary data (NUL byte at offset 7), not a text log"),
+    ("\ufeffstep=1 loss=2\n".encode("utf-16"), "UTF-16 text? convert it to UTF-8"),
+    (b"Traceback (most recent call last):\n  File \"x.py\", line 1\nValueError: boom\n",
+     "no known log format recognised"),
+    (b"\xff\xfe\xfa not utf8 at all \xc3\x28\n", "no known log format recognised"),
+])
+def test_bad_files(tmp_path: Path, content: bytes | None, message: str) -> None:
+    path = tmp_path / "bad.log"
+    if content is not None:
+        path.write_bytes(content)
+    proc = run("check", str(path))
+    assert proc.returncode == 2
+    line = one_error_line(proc)
+    assert line.startswith(f"losslens: error: {path}: ")
+    assert message in line
+
+
+def test_directory_and_unknown_format(tmp_path: Path) -> None:
+    proc = run("analyze", str(tmp_path))
+    assert proc.returncode == 2 and "is a directory" in one_error_line(proc)
+    log = tmp_path / "a.log"
+    log.write_text("step=1 loss=2.0\n")
+    proc = run("analyze", "--format", "nope", str(log))
+    assert proc.returncode == 2 and "unknown format 'nope'" in one_error_line(proc)
+    proc = run("check", "--fail-on", "fatal", str(log))
+    assert proc.returncode == 2 and "unknown severity 'fatal'" in one_error_line(proc)
+
+
+def test_invalid_trainer_state_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "trainer_state.json"
+    path.write_text('{\n  "log_history": [\n    {"loss": 1.0, "step": 1},\n    {"loss": \n')
+    proc = run("check", str(path))
+    assert proc.returncode == 2
+    assert one_error_line(proc).startswith(f"losslens: error: {path}:5: invalid JSON")
+
+
+def test_partly_good_file_parses_the_good_part(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.log"
+    junk = "x" * 10_000_000  # a 10 MB single line
+    path.write_bytes(b"step=1 loss=2.0 acc=0.1\n\xff\xfe garbage\n" + junk.encode() +
+                     b"\nTraceback (most recent call last):\nstep=2 loss=1.9 acc=0.1\nstep=3 loss=1.")
+    log = read_log(path)
+    assert log.train["step"].to_list() == [1, 2, 3]  # the truncated last line still has a value
+    assert log.train["loss"].to_list() == [2.0, 1.9, 1.0]
+    acc = log.lines
+    assert (acc.total, acc.parsed, acc.n_skipped, acc.blank) == (6, 3, 3, 0)
+    assert acc.skipped["traceback or warning"] == 1
+
+
+def test_stdin_dash() -> None:
+    proc = run("check", "-", stdin=b"step=1 loss=2.0\nstep=2 loss=1.5\n")
+    assert proc.returncode == 0
+    assert "<stdin>: 0 finding(s)" in proc.stderr.decode()
+
+
+TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=300)
+LINE = st.one_of(
+    TEXT,
+    st.builds(lambda s, v: f"step={s} loss={v}", st.integers(-5, 10**6), st.floats(allow_nan=True)),
+    st.builds(lambda s, v: f"iter {s}: loss {v}, time 12.0ms", st.integers(0, 999), st.floats()),
+    st.builds(lambda d: str(d), st.dictionaries(st.sampled_from(["loss", "step", "lr", "eval_loss"]),
+                                                st.one_of(st.floats(), st.integers(), TEXT))),
+    st.just("{\"step\": 1, \"loss\": NaN}"),
+    st.just(""),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(LINE, max_size=40), raw=st.binary(max_size=64), newline=st.booleans())
+def test_fuzz_never_crashes(tmp_path: Path, lines: list[str], raw: bytes, newline: bool) -> None:
+    path = tmp_path / "fuzz.log"
+    data = "\n".join(lines).encode("utf-8", "surrogatepass") + raw + (b"\n" if newline else b"")
+    path.write_bytes(data)
+    try:
+        log = read_log(path)
+    except LossLensError:
+        return
+    acc = log.lines
+    assert acc.parsed + acc.n_skipped + acc.blank == acc.total
+    assert acc.total == data.count(b"\n") + (0 if data.endswith(b"\n") else 1)

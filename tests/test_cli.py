@@ -1,0 +1,99 @@
+"""The CLI: exact user-facing text and exit codes; help on every command; docs match code."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from losslens import __version__
+from losslens.cli import app
+from losslens.logs import FORMATS
+from tests.conftest import FIXTURES, ROOT
+
+runner = CliRunner()
+SEED = str(FIXTURES / "seed004_dflash.log")
+
+
+def test_json_report_follows_the_contract() -> None:
+    result = runner.invoke(app, ["analyze", "--json", SEED, str(FIXTURES / "metrics.jsonl")])
+    assert result.exit_code == 0
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 2
+    rep = json.loads(lines[0])
+    assert list(rep) == ["schema", "source", "format", "lines", "steps", "eval_records",
+                         "segments", "metrics", "findings"]
+    assert rep["schema"] == "losslens.report/1"
+    assert rep["lines"] == {"total": 30, "parsed": 30, "skipped": 0, "blank": 0}
+    assert rep["steps"] == {"first": 0, "last": 349, "count": 30}
+    assert rep["metrics"][:3] == ["loss", "acc", "streak"] and "q_pre" in rep["metrics"]
+    assert json.loads(lines[1])["eval_records"] == 3
+
+
+def test_analyze_human_report() -> None:
+    result = runner.invoke(app, ["analyze", str(FIXTURES / "drafter_restart.log")],
+                           env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    out = result.stdout
+    assert "format kv; 14 lines: 12 parsed, 2 skipped, 0 blank" in out
+    assert "12 (steps 0–80)" in out
+    assert "2 (restarts) — #0: steps 0–50 (6 records, from line 2); #1: steps 30–80" in out
+    assert "skipped: unrecognised line  2 (first at line 1:" in out
+
+
+def test_check_terse_and_exit_codes() -> None:
+    result = runner.invoke(app, ["check", SEED])
+    assert result.exit_code == 0
+    assert result.stdout == ""
+    assert result.stderr.strip() == (f"{SEED}: 0 finding(s); 30 records; ok (--fail-on error)")
+
+
+def test_several_logs_worst_exit_code(tmp_path) -> None:
+    result = runner.invoke(app, ["check", SEED, str(tmp_path / "missing.log")])
+    assert result.exit_code == 2
+    assert f"losslens: error: {tmp_path / 'missing.log'}: no such file" in result.stderr
+
+
+def test_formats_lists_the_registry() -> None:
+    result = runner.invoke(app, ["formats"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0
+    for f in FORMATS:
+        assert f.name in result.stdout
+
+
+@pytest.mark.parametrize("command", ["analyze", "check", "formats", "detectors"])
+def test_every_command_has_help(command: str) -> None:
+    result = runner.invoke(app, [command, "--help"])
+    assert result.exit_code == 0
+    assert "Usage:" in result.stdout and len(result.stdout) > 100
+
+
+def test_version_and_module_entry() -> None:
+    assert runner.invoke(app, ["--version"]).stdout.strip() == f"losslens {__version__}"
+    proc = subprocess.run([sys.executable, "-m", "losslens", "--help"], capture_output=True,
+                          text=True, check=True)
+    assert "analyze" in proc.stdout and "check" in proc.stdout
+
+
+def test_readme_formats_table_matches_registry() -> None:
+    readme = (ROOT / "README.md").read_text()
+    table = re.findall(r"^\| `([\w-]+)` \|", readme.split("## Formats", 1)[1], re.M)
+    assert table[1:] == [f.name for f in FORMATS]
+
+
+def test_contract_copy_is_faithful() -> None:
+    shared = ROOT.parent / "shared" / "CONTRACT.md"
+    if not shared.exists():
+        pytest.skip("no ../shared/CONTRACT.md here")
+    assert (ROOT / "docs" / "contract.md").read_text() == shared.read_text()
+
+
+def test_cli_start_up_loads_neither_scipy_nor_torch() -> None:
+    code = ("import sys, losslens.cli; bad = [m for m in ('scipy', 'torch') if m in sys.modules]; "
+            "print(','.join(bad))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == ""
