@@ -21,7 +21,7 @@ from losslens.logs.kv import KV, TOKRATE
 from losslens.logs.names import STEP_KEYS, UNIT_SCALE, canonical, is_eval, is_training_metric
 from losslens.logs.records import Accounting, Sink
 
-SAMPLE_LINES = 2000
+SAMPLE_LINES = 500
 MAX_TEMPLATES = 3
 LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ%/()"
 VALUE_END = r"[\s|,;\[\]()]"

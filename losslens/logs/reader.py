@@ -15,7 +15,7 @@ from losslens.logs.records import Accounting, Sink
 from losslens.logs.registry import BY_NAME, FORMATS
 from losslens.logs.source import Source, open_source
 
-SNIFF_LINES = 2000
+SNIFF_LINES = 400
 SNIFF_DEEP_BYTES = 8 << 20
 META_COLUMNS = ("step", "line", "time", "segment")
 
@@ -97,7 +97,10 @@ def _read(src: Source, format: str | None) -> LogData:
                          source=src.name)
     head_lines = _decode_lines(src.head)
     if format in (None, "auto"):
-        fmt, _ = sniff(head_lines[:-1] if len(head_lines) > 1 else head_lines)
+        whole = head_lines[:-1] if len(head_lines) > 1 else head_lines
+        fmt, _ = sniff(whole)
+        if fmt is None:  # a long preamble: look at the whole head, then further once
+            fmt, _ = sniff(whole, limit=len(whole))
         if fmt is None and src.extend_head(SNIFF_DEEP_BYTES):
             # some logs open with thousands of lines of start-up noise: look further once
             deep = _decode_lines(src.head)
