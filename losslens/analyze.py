@@ -9,17 +9,22 @@ from losslens.detectors import REGISTRY, Detector, Series
 from losslens.findings import Finding, Report, Skipped
 from losslens.logs import LogData
 
+CONTEXT = ("epoch", "lr", "grad_norm", "acc", "loss")
+
 
 def series_of(log: LogData, metric: str) -> list[Series]:
     """Per segment: the metric's values at ascending steps (repeated steps: the last record)."""
     if metric not in log.train.columns or isinstance(log.train.schema[metric], pl.List):
         return []
     out = []
-    frame = log.train.select("segment", "step", metric).filter(pl.col(metric).is_not_null())
+    context = [c for c in CONTEXT if c in log.train.columns and c != metric
+               and not isinstance(log.train.schema[c], pl.List)]
+    frame = log.train.select("segment", "step", metric, *context).filter(pl.col(metric).is_not_null())
     for (seg,), part in frame.group_by("segment", maintain_order=True):
         part = part.unique("step", keep="last", maintain_order=True).sort("step")
+        ctx = {c: part[c].cast(pl.Float64).to_numpy() for c in context}
         out.append(Series(metric, part["step"].to_numpy().astype(np.int64),
-                          part[metric].to_numpy().astype(np.float64), int(seg)))  # type: ignore[arg-type]
+                          part[metric].to_numpy().astype(np.float64), int(seg), ctx))  # type: ignore[arg-type]
     return out
 
 

@@ -133,3 +133,96 @@ def megatron_lines(n: int = 30, seed: int = 0, rank_prefix: str = "") -> list[st
             out.append(f"{rank_prefix} validation loss at iteration {i * 10} | lm loss value: "
                        f"{loss + 0.1:.6E} | lm loss PPL: {math.exp(loss + 0.1):.6E} | ")
     return out
+
+
+# --- labelled curves for the detection benchmark ------------------------------------------------
+def _ar_noise(rng: np.random.Generator, n: int, sigma: float, phi: float = 0.6,
+              heavy: bool = False) -> np.ndarray:
+    shocks = rng.standard_t(3, n) * sigma / 1.7 if heavy else rng.normal(0, sigma, n)
+    out = np.zeros(n)
+    for i in range(1, n):
+        out[i] = phi * out[i - 1] + shocks[i]
+    return out
+
+
+def _decay(n: int, start: float = 3.0, floor: float = 1.0, rate: float = 50.0) -> np.ndarray:
+    return floor + (start - floor) * (1 + np.arange(n) / rate) ** -0.5
+
+
+def ladder(n: int = 600, period: int = 7, seed: int = 0, cause: str = "accumulator",
+           noise: float = 0.02) -> Curve:
+    """Climbs of ``period`` records then a reset. accumulator: the logged value is k × the
+    per-step loss (k = 1..period). batch_composition: level + k × an unrelated increment."""
+    rng = np.random.default_rng(seed)
+    steps = np.arange(n)
+    base = _decay(n, 1.2, 0.8, 200.0)
+    k = steps % period
+    if cause == "accumulator":
+        loss = (k + 1) * base
+    else:
+        loss = base * (1.0 + 0.35 * k)
+    loss = loss * np.exp(rng.normal(0, noise, n))
+    return Curve(steps, loss, {"kind": "ladder", "cause": cause, "period": period,
+                               "start": int(steps[0]), "end": int(steps[-1])})
+
+
+def bands(n: int = 2000, levels: tuple[float, ...] = (0.55, 1.1, 1.65), stay: float = 0.8,
+          seed: int = 0, noise: float = 0.04) -> Curve:
+    """Loss that depends on the batch's length bucket; buckets come in runs (stay probability)."""
+    rng = np.random.default_rng(seed)
+    b = np.zeros(n, dtype=int)
+    for i in range(1, n):
+        b[i] = b[i - 1] if rng.random() < stay else rng.integers(len(levels))
+    trend = _decay(n, 1.3, 1.0, 300.0)
+    loss = np.asarray(levels)[b] * trend * np.exp(rng.normal(0, noise, n))
+    ratios = [lv / levels[0] for lv in levels]
+    harmonic = all(abs(r - round(r)) < 0.1 for r in ratios)
+    return Curve(np.arange(n), loss, {"kind": "multimodal", "modes": len(levels),
+                                      "harmonic": harmonic, "buckets": b})
+
+
+def periodic(n: int = 3000, period: float = 50.0, amplitude: float = 0.08, seed: int = 0,
+             uneven: bool = False) -> Curve:
+    """A decaying loss with a periodic component; ``uneven`` logs every 1-3 steps."""
+    rng = np.random.default_rng(seed)
+    steps = np.cumsum(rng.integers(1, 4, n)) if uneven else np.arange(n)
+    trend = _decay(int(steps[-1]) + 1)[steps]
+    loss = trend * (1 + amplitude * np.sin(2 * np.pi * steps / period)) * np.exp(
+        _ar_noise(rng, n, 0.02))
+    return Curve(steps, loss, {"kind": "periodicity", "period": period})
+
+
+def clean(family: str, n: int = 3000, seed: int = 0) -> Curve:
+    """Healthy curves that must raise nothing at warning or above."""
+    rng = np.random.default_rng(seed)
+    steps = np.arange(n)
+    trend = _decay(n)
+    if family == "powerlaw":
+        loss = trend * np.exp(_ar_noise(rng, n, 0.03))
+    elif family == "warmup":
+        warm = np.minimum(1.0, steps / 200)
+        loss = (trend + 2.0 * (1 - warm) ** 2) * np.exp(_ar_noise(rng, n, 0.03))
+    elif family == "uneven":
+        steps = np.cumsum(rng.integers(1, 4, n))
+        loss = _decay(int(steps[-1]) + 1)[steps] * np.exp(_ar_noise(rng, n, 0.03))
+    elif family == "epoch_drops":
+        epoch = steps // (n // 4)
+        loss = trend * (1 - 0.03 * epoch) * np.exp(_ar_noise(rng, n, 0.02))
+    elif family == "heavy_tails":
+        loss = trend * np.exp(_ar_noise(rng, n, 0.03, phi=0.3, heavy=True))
+    elif family == "lr_steps":
+        loss = trend * np.where(steps > n // 2, 0.9, 1.0) * np.where(steps > 3 * n // 4, 0.95, 1.0)
+        loss = loss * np.exp(_ar_noise(rng, n, 0.02))
+    elif family == "skewed":
+        loss = trend * np.exp(rng.gamma(1.5, 0.06, n))
+    elif family == "white_noise":
+        loss = trend + rng.normal(0, 0.05, n)
+    elif family == "random_walk_noise":
+        loss = trend * np.exp(np.cumsum(rng.normal(0, 0.004, n)) + rng.normal(0, 0.02, n))
+    else:
+        raise ValueError(f"unknown clean family {family!r}")
+    return Curve(steps, loss, {"kind": "clean", "family": family})
+
+
+CLEAN_FAMILIES = ("powerlaw", "warmup", "uneven", "epoch_drops", "heavy_tails", "skewed",
+                  "lr_steps", "white_noise", "random_walk_noise")

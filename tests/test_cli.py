@@ -47,9 +47,16 @@ def test_analyze_human_report() -> None:
 
 def test_check_terse_and_exit_codes() -> None:
     result = runner.invoke(app, ["check", SEED])
-    assert result.exit_code == 0
-    assert result.stdout == ""
-    assert result.stderr.strip() == (f"{SEED}: 0 finding(s); 30 records; ok (--fail-on error)")
+    assert result.exit_code == 1
+    assert result.stdout.startswith(f"{SEED}:144-349: error ladder [loss] loss climbs in ~5 "
+                                    "near-equal increments of ~0.91 then resets")
+    assert len(result.stdout.splitlines()) == 1
+    assert result.stderr.strip() == (f"{SEED}: 1 finding(s), worst error; 30 records; "
+                                     "FAIL (--fail-on error)")
+    ignored = runner.invoke(app, ["check", "--ignore", "ladder", SEED])
+    assert ignored.exit_code == 0 and ignored.stdout == ""
+    clean = runner.invoke(app, ["check", str(FIXTURES / "metrics.jsonl")])
+    assert clean.exit_code == 0
 
 
 def test_several_logs_worst_exit_code(tmp_path) -> None:

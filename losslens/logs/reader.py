@@ -277,3 +277,14 @@ def _assemble(source: str, fmt: str, sink: Sink, acc: Accounting) -> LogData:
 def _ordered(df: pl.DataFrame) -> pl.DataFrame:
     order = [c for c in META_COLUMNS if c in df.columns]
     return df.select(order + [c for c in df.columns if c not in META_COLUMNS])
+
+
+def from_arrays(steps: np.ndarray, source: str = "<arrays>", **metrics: np.ndarray) -> LogData:
+    """A LogData built from arrays (one record per step): for synthetic curves and notebooks."""
+    n = len(steps)
+    cols: dict[str, object] = {"step": np.asarray(steps, dtype=np.int64),
+                               "line": np.arange(1, n + 1, dtype=np.int64)}
+    cols.update({k: np.asarray(v, dtype=np.float64) for k, v in metrics.items()})
+    acc = Accounting(total=n, parsed=n)
+    sink = Sink(frames=[pl.DataFrame(cols)], names={k: k for k in metrics})
+    return _assemble(source, "arrays", sink, acc)

@@ -1,0 +1,157 @@
+"""Ladder: the metric climbs through several near-equal increments, then drops back (resets).
+
+The seed incident's signature: 0.82 → 1.56 → 2.40 → 3.23 → 4.09 → reset, again and again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from losslens.detectors.base import Detector, Series
+from losslens.detectors.stats import detrend
+from losslens.findings import Finding, Severity, Skipped
+
+
+@dataclass(frozen=True)
+class Episode:
+    start: int  # index of the low point the climb starts from
+    peak: int  # index of the top of the climb
+    increments: np.ndarray  # the regular core of the climb's increments
+
+    @property
+    def increment(self) -> float:
+        return float(np.median(self.increments))
+
+    @property
+    def cv(self) -> float:
+        return float(np.std(self.increments) / np.mean(self.increments))
+
+
+def find_episodes(v: np.ndarray, min_increments: int = 3, regularity: float = 0.35,
+                  min_rise: float = 0.3, reset_fraction: float = 0.6) -> list[Episode]:
+    """Climbs of >= ``min_increments`` rising steps whose increments are regular (coefficient of
+    variation <= ``regularity``; a short last or first step is allowed: a partial accumulation),
+    rising by >= ``min_rise`` of the start level, and followed by a drop of >= ``reset_fraction``
+    of the climb."""
+    d = np.diff(v)
+    n = len(v)
+    rising = np.concatenate([[False], d > 0, [False]])
+    edges = np.flatnonzero(rising[1:] != rising[:-1])
+    out: list[Episode] = []
+    for i, j in zip(edges[::2], edges[1::2], strict=True):
+        if j - i < min_increments:
+            continue  # points i..j climb: j - i rising steps; j is the peak
+        inc = d[i:j]
+        med = float(np.median(inc))
+        core = inc
+        if len(core) > 1 and core[-1] < 0.6 * med:
+            core = core[:-1]
+        if len(core) > 1 and (core[0] < 0.6 * med or core[0] > 1.6 * med):
+            core = core[1:]
+        rise = v[j] - v[i]
+        level = abs(v[i]) if v[i] != 0 else abs(med)
+        dropped = j < n - 1 and (v[j] - v[j + 1]) >= reset_fraction * rise
+        if (len(core) >= min_increments and dropped and rise >= min_rise * level
+                and np.std(core) <= regularity * np.mean(core)):
+            out.append(Episode(int(i), int(j), core))
+    return out
+
+
+def chance_episodes(v: np.ndarray, window: int, shuffles: int, seed: int, **kw) -> float:
+    """Episodes expected by chance: the mean count after shuffling the de-trended residual
+    (structure destroyed, trend and noise level kept), scaled to the series' length."""
+    x = v if len(v) <= 20_000 else v[:20_000]
+    r, trend = detrend(x, window)
+    ratio = np.nanmin(x) > 0 and np.nanmin(trend) > 0
+    rng = np.random.default_rng(seed)
+    counts = []
+    for _ in range(shuffles):
+        p = rng.permutation(r)
+        counts.append(len(find_episodes(p * trend if ratio else p + trend, **kw)))
+    return float(np.mean(counts)) * len(v) / len(x)
+
+
+class Ladder(Detector):
+    name = "ladder"
+    title = "repeated climbs through near-equal increments followed by a reset drop"
+    metrics = ("loss",)
+
+    def __init__(self, min_increments: int = 3, regularity: float = 0.35, min_rise: float = 0.3,
+                 reset_fraction: float = 0.6, min_episodes: int = 2, strong_episodes: int = 3,
+                 multiple_tolerance: float = 0.2, window: int = 201, shuffles: int = 19,
+                 chance_factor: float = 3.0, seed: int = 0):
+        self.min_increments = min_increments
+        self.regularity = regularity
+        self.min_rise = min_rise
+        self.reset_fraction = reset_fraction
+        self.min_episodes = min_episodes
+        self.strong_episodes = strong_episodes
+        self.multiple_tolerance = multiple_tolerance
+        self.window = window
+        self.shuffles = shuffles
+        self.chance_factor = chance_factor
+        self.seed = seed
+
+    def detect(self, series: Series) -> list[Finding] | Skipped:
+        ok = np.isfinite(series.values)
+        v, steps = series.values[ok], series.steps[ok]
+        if len(v) < self.min_increments * self.min_episodes + 2:
+            return Skipped(self.name, series.metric, f"only {len(v)} finite points; needs "
+                           f"{self.min_increments * self.min_episodes + 2}")
+        kw = {"min_increments": self.min_increments, "regularity": self.regularity,
+              "min_rise": self.min_rise, "reset_fraction": self.reset_fraction}
+        eps = find_episodes(v, **kw)
+        if len(eps) < self.min_episodes:
+            return []
+        chance = chance_episodes(v, self.window, self.shuffles, self.seed, **kw)
+        if len(eps) < self.chance_factor * chance + self.min_episodes:
+            return []
+        increment = float(np.median([e.increment for e in eps]))
+        lengths = [e.peak - e.start for e in eps]
+        cause, because = self._cause(v, steps, eps, increment)
+        clearest = sorted(eps, key=lambda e: e.cv)[:3]
+        first, last = eps[0], eps[-1]
+        severity = Severity.ERROR if len(eps) >= self.strong_episodes else Severity.WARNING
+        evidence = {
+            "episodes": len(eps),
+            "median_length": int(np.median(lengths)),
+            "increment": round(increment, 6),
+            "regularity_cv": round(float(np.median([e.cv for e in eps])), 4),
+            "clearest": [{"start_step": int(steps[e.start]), "peak_step": int(steps[e.peak]),
+                          "reset_step": int(steps[e.peak + 1]),
+                          "values": [round(float(x), 6) for x in v[e.start:e.peak + 2]]}
+                         for e in sorted(clearest, key=lambda e: e.start)],
+            "expected_by_chance": round(chance, 2),
+            "cause": cause,
+        }
+        evidence.update(because)
+        summary = (f"{series.metric} climbs in ~{int(np.median(lengths))} near-equal increments "
+                   f"of ~{increment:.3g} then resets ({len(eps)} episodes, steps "
+                   f"{int(steps[first.start])}–{int(steps[last.peak + 1])})")
+        summary += {
+            "accumulator": f"; values are integer multiples of ~{increment:.3g}: a loss "
+                           "accumulator that is not divided or reset?",
+            "batch_composition": f"; the climbs recur every ~{because.get('period_steps', 0)} "
+                                 "steps: runs of batches from one length bucket?",
+            "unknown": "; check how batches are composed and how the logged loss is accumulated",
+        }[cause]
+        return [Finding(self.name, severity, series.metric, int(steps[first.start]),
+                        int(steps[last.peak + 1]), summary, evidence, series.segment)]
+
+    def _cause(self, v: np.ndarray, steps: np.ndarray, eps: list[Episode], increment: float
+               ) -> tuple[str, dict]:
+        # accumulator: every value of a climb is k × the increment, and the reset lands on ~1×
+        ratios = np.concatenate([v[e.start:e.peak + 1] / e.increment for e in eps])
+        on_multiple = float(np.mean(np.abs(ratios - np.round(ratios)) <= self.multiple_tolerance))
+        resets = np.array([v[e.peak + 1] / e.increment for e in eps])
+        reset_ratio = float(np.median(resets))
+        if on_multiple >= 0.7 and abs(reset_ratio - 1) <= 0.3:
+            return "accumulator", {"on_integer_multiples": round(on_multiple, 3),
+                                   "reset_over_increment": round(reset_ratio, 3)}
+        starts = np.array([steps[e.start] for e in eps], dtype=float)
+        gaps = np.diff(starts)
+        if len(gaps) >= 2 and np.std(gaps) <= 0.15 * np.mean(gaps):
+            return "batch_composition", {"period_steps": int(round(float(np.mean(gaps))))}
+        return "unknown", {"on_integer_multiples": round(on_multiple, 3)}

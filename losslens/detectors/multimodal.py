@@ -1,0 +1,131 @@
+"""Multimodal: after removing the trend the metric falls into separated bands (one per length
+bucket, or k × a level when a loss accumulates)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from losslens.detectors.base import Detector, Series
+from losslens.detectors.stats import detrend, gmm_1d, robust_scale, runs_test
+from losslens.findings import Finding, Severity, Skipped
+
+MAX_FIT = 20_000
+
+
+def _ashman(means: np.ndarray, sds: np.ndarray, i: int) -> float:
+    return float(abs(means[i + 1] - means[i]) * math.sqrt(2 / (sds[i] ** 2 + sds[i + 1] ** 2)))
+
+
+def _merge(weights: np.ndarray, means: np.ndarray, sds: np.ndarray, min_separation: float
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Merge adjacent mixture components closer than ``min_separation`` (one band fitted by two
+    Gaussians is still one band)."""
+    w, m, s = list(weights), list(means), list(sds)
+    while len(m) > 1:
+        seps = [_ashman(np.array(m), np.array(s), i) for i in range(len(m) - 1)]
+        i = int(np.argmin(seps))
+        if seps[i] >= min_separation:
+            break
+        tw = w[i] + w[i + 1]
+        mean = (w[i] * m[i] + w[i + 1] * m[i + 1]) / tw
+        var = sum(w[j] * (s[j] ** 2 + (m[j] - mean) ** 2) for j in (i, i + 1)) / tw
+        w[i:i + 2], m[i:i + 2], s[i:i + 2] = [tw], [mean], [math.sqrt(var)]
+    return np.array(w), np.array(m), np.array(s)
+
+
+class Multimodal(Detector):
+    name = "multimodal"
+    title = "the de-trended metric falls into two or more separated bands"
+    metrics = ("loss",)
+
+    def __init__(self, min_points: int = 100, window: int = 201, max_modes: int = 4,
+                 min_share: float = 0.05, min_separation: float = 2.5, min_bic_gain: float = 30.0,
+                 max_valley: float = 0.5, harmonic_tolerance: float = 0.15):
+        self.min_points = min_points
+        self.window = window
+        self.max_modes = max_modes
+        self.min_share = min_share
+        self.min_separation = min_separation
+        self.min_bic_gain = min_bic_gain
+        self.max_valley = max_valley
+        self.harmonic_tolerance = harmonic_tolerance
+
+    def detect(self, series: Series) -> list[Finding] | Skipped:
+        ok = np.isfinite(series.values)
+        v, steps = series.values[ok], series.steps[ok]
+        if len(v) < self.min_points:
+            return Skipped(self.name, series.metric, f"only {len(v)} points; needs {self.min_points}")
+        window = max(self.window, len(v) // 4) | 1
+        r, trend = detrend(v, window, robust=False)  # a median jumps between bands
+        if robust_scale(r) == 0:
+            return []
+        x = r if len(r) <= MAX_FIT else r[np.linspace(0, len(r) - 1, MAX_FIT).astype(int)]
+        fits = [gmm_1d(x, k) for k in range(1, self.max_modes + 1)]
+        best = min(range(len(fits)), key=lambda i: fits[i][3])
+        gain = fits[0][3] - fits[best][3]
+        if best == 0 or gain < self.min_bic_gain:
+            return []
+        weights, means, sds = _merge(*fits[best][:3], self.min_separation)
+        keep = weights >= self.min_share
+        weights, means, sds = weights[keep], means[keep], sds[keep]
+        if len(means) < 2:
+            return []
+        # adjacent modes must stand apart (Ashman's D) with a real valley in the density between
+        seps = [_ashman(means, sds, i) for i in range(len(means) - 1)]
+        if not self._valleys(x, means, float(sds.min())):
+            return []
+        level = float(np.median(trend))
+        ratio_scale = np.nanmin(v) > 0
+        centres = means * level if ratio_scale else means + level
+        harmonic = bool(ratio_scale and centres[0] > 0 and all(
+            abs(c / centres[0] - round(c / centres[0])) <= self.harmonic_tolerance
+            and round(c / centres[0]) >= 1 for c in centres[1:])
+            and len({round(c / centres[0]) for c in centres}) == len(centres))
+        # bucket runs: do records of the upper bands come in runs longer than chance?
+        cut = (means[0] + means[1]) / 2
+        z, p_runs = runs_test(r > cut)
+        evidence = {
+            "modes": [round(float(c), 6) for c in centres],
+            "shares": [round(float(w), 4) for w in weights / weights.sum()],
+            "separation": round(float(min(seps)), 3),
+            "bic_gain": round(float(gain), 1),
+            "harmonic": harmonic,
+            "runs_z": round(z, 3),
+            "runs_p": float(f"{p_runs:.3g}"),
+        }
+        bands = ", ".join(f"{c:.3g} ({w:.0%})" for c, w in zip(centres, weights / weights.sum(),
+                                                                 strict=True))
+        summary = f"{series.metric} falls into {len(centres)} separated bands around {bands}"
+        if harmonic:
+            summary += " standing at ~1:2:3 of the first: an accumulated (not averaged) loss?"
+        elif p_runs < 0.01:
+            summary += (f"; high-band records come in runs (runs test p={p_runs:.2g}): batches of "
+                        "one length bucket in a row?")
+        else:
+            summary += "; loss level depends on the batch (e.g. its length bucket)"
+        strong = harmonic or (p_runs < 0.01 and min(seps) >= 3)
+        return [Finding(self.name, Severity.ERROR if strong else Severity.WARNING, series.metric,
+                        int(steps[0]), int(steps[-1]), summary, evidence, series.segment)]
+
+    def _valleys(self, x: np.ndarray, means: np.ndarray, scale: float) -> bool:
+        """A kernel density estimate dips between every pair of adjacent modes (bandwidth by
+        Silverman's rule on the narrowest band's spread: the whole sample's would blur bands)."""
+        bw = 1.06 * scale * len(x) ** -0.2
+        if bw <= 0:
+            return False
+        sample = x if len(x) <= 4000 else x[np.linspace(0, len(x) - 1, 4000).astype(int)]
+
+        def density(points: np.ndarray) -> np.ndarray:
+            z = (points[:, None] - sample[None, :]) / bw
+            return np.exp(-0.5 * z * z).sum(axis=1)
+
+        for a, b in zip(means[:-1], means[1:], strict=True):
+            grid = np.linspace(a, b, 64)
+            dens = density(grid)
+            valley = float(dens[8:-8].min()) if len(dens) > 16 else float(dens.min())
+            peaks = min(float(dens[:8].max()), float(dens[-8:].max()))
+            if peaks <= 0 or valley > self.max_valley * peaks:
+                return False
+        return True

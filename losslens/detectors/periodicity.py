@@ -1,0 +1,142 @@
+"""Periodicity: a significant periodic component of the de-trended metric, tested against a
+red-noise (AR(1)) null so that random runs of like batches are not called periodic."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from losslens.detectors.base import Detector, Series
+from losslens.detectors.stats import ar1, detrend, regular_grid
+from losslens.findings import Finding, Severity, Skipped
+
+KNOWN = {50: "Hugging Face group_by_length mega-batch (50 steps)"}
+
+
+class Periodicity(Detector):
+    name = "periodicity"
+    title = "a significant periodic component (period in steps), against a red-noise null"
+    metrics = ("loss",)
+
+    def __init__(self, min_points: int = 64, window: int = 201, alpha: float = 1e-3,
+                 min_share: float = 0.04, strong_share: float = 0.2, match_tolerance: float = 0.05):
+        self.min_points = min_points
+        self.window = window
+        self.alpha = alpha
+        self.min_share = min_share
+        self.strong_share = strong_share
+        self.match_tolerance = match_tolerance
+
+    def detect(self, series: Series) -> list[Finding] | Skipped:
+        ok = np.isfinite(series.values)
+        v, steps = series.values[ok], series.steps[ok]
+        if len(v) < self.min_points:
+            return Skipped(self.name, series.metric, f"only {len(v)} points; needs {self.min_points}")
+        grid, spacing = regular_grid(steps, v)
+        n = len(grid)
+        epoch_len = self._epoch_length(series)
+        found = self._scan(grid, spacing, max(self.window, n // 4) | 1, None)
+        if found is None:
+            return self._epoch_drops(series, epoch_len)
+        period, share, p, phi = found
+        matches = self._known(period, epoch_len)
+        evidence = {"period_steps": round(period, 2), "share_of_variance": round(share, 4),
+                    "p_value": float(f"{p:.3g}"), "ar1": round(phi, 3), "grid_spacing": spacing,
+                    "matches": matches}
+        if any(mm.startswith("epoch") for mm in matches):
+            severity = Severity.INFO
+            why = "at the epoch length: the loss drops at each epoch start (the model has seen the data)"
+        else:
+            severity = Severity.ERROR if share >= self.strong_share else Severity.WARNING
+            why = (f"it matches {matches[0]}" if matches else
+                   "data order repeating (sorted or bucketed batches), or a periodic job")
+        summary = (f"{series.metric} has a period of ~{period:.4g} steps ({share:.0%} of the "
+                   f"de-trended variance, p={p:.2g} against red noise); {why}")
+        return [Finding(self.name, severity, series.metric, int(steps[0]), int(steps[-1]), summary,
+                        evidence, series.segment)]
+
+    def _scan(self, grid: np.ndarray, spacing: float, window: int, target: float | None
+              ) -> tuple[float, float, float, float] | None:
+        """(period, share of variance, p-value, AR(1) coefficient) of the strongest significant
+        period; with ``target`` only that period is tested (no multiple-testing correction)."""
+        n = len(grid)
+        r, _ = detrend(grid, window)
+        r = r - r.mean()
+        if not np.any(r):
+            return None
+        longest = min(n / 4, window / 2)  # >= 4 cycles seen, and passed by the de-trending
+        power = np.abs(np.fft.rfft(r)) ** 2 / n
+        freqs = np.fft.rfftfreq(n)
+        band = (freqs >= 1.0 / longest) & (freqs <= 0.5)
+        if target is not None:
+            band = (freqs >= 1.0 / (n / 3)) & (freqs <= 0.5)
+        if band.sum() < 4:
+            return None
+        # periodogram against an AR(1) spectrum whose scale is fitted robustly (median ratio)
+        phi = ar1(r)
+        null = 1.0 / (1 + phi * phi - 2 * phi * np.cos(2 * math.pi * freqs))
+        ratio = power[band] / null[band]
+        ratio = ratio / (np.median(ratio) / math.log(2))
+        if target is None:
+            k = int(np.argmax(ratio))
+            p = min(1.0, int(band.sum()) * math.exp(-float(ratio[k])))  # Bonferroni
+        else:
+            k = int(np.argmin(np.abs(freqs[band] - spacing / target)))
+            p = math.exp(-float(ratio[k]))
+        share = float(power[band][k] / power[band].sum())
+        if p >= self.alpha or share < self.min_share:
+            return None
+        return spacing / float(freqs[band][k]), share, p, phi
+
+    def _epoch_drops(self, series: Series, epoch_len: float | None) -> list[Finding]:
+        """The epoch staircase: the level drops at every epoch start and stays flat between."""
+        epoch = (series.context or {}).get("epoch")
+        if epoch is None or epoch_len is None:
+            return []
+        v, steps = series.values, series.steps
+        whole = np.floor(np.nan_to_num(epoch, nan=-1.0) + 1e-9)
+        starts = np.flatnonzero((whole[1:] > whole[:-1]) & (whole[:-1] >= 0)) + 1
+        per_epoch = len(v) / max(1.0, float(np.nanmax(epoch)))
+        k = int(max(3, min(10, per_epoch // 4)))
+        drops, ps = [], []
+        from scipy.stats import mannwhitneyu  # noqa: PLC0415 - scipy only when a log has epochs
+
+        for b in starts:
+            before, after = v[max(0, b - k):b], v[b:b + k]
+            if len(before) < 3 or len(after) < 3:
+                continue
+            drops.append(1 - float(np.median(after) / np.median(before)))
+            ps.append(float(mannwhitneyu(before, after, alternative="greater").pvalue))
+        if len(drops) < 2 or not all(d >= 0.03 and p < 0.01 for d, p in zip(drops, ps, strict=True)):
+            return []
+        at = [int(steps[b]) for b in starts][:len(drops)]
+        listed = ", ".join(f"{-d:.0%} at {s}" for d, s in zip(drops, at, strict=True))
+        summary = (f"{series.metric} drops at each epoch start ({listed}) and stays flat between: "
+                   f"the model has memorised the data it saw (expected with several epochs; watch "
+                   f"the eval loss)")
+        evidence = {"period_steps": round(epoch_len, 2), "epoch_starts": at,
+                    "drops": [round(d, 4) for d in drops], "p_values": [float(f"{p:.3g}") for p in ps],
+                    "matches": [f"epoch length ({epoch_len:.0f} steps)"]}
+        return [Finding(self.name, Severity.INFO, series.metric, int(steps[0]), int(steps[-1]),
+                        summary, evidence, series.segment)]
+
+    def _epoch_length(self, series: Series) -> float | None:
+        epoch = (series.context or {}).get("epoch")
+        if epoch is None:
+            return None
+        ok = np.isfinite(epoch)
+        if ok.sum() <= 2 or np.ptp(epoch[ok]) <= 0:
+            return None
+        slope = float(np.polyfit(epoch[ok], series.steps[ok].astype(float), 1)[0])
+        return slope if slope > 0 else None
+
+    def _known(self, period: float, epoch_len: float | None) -> list[str]:
+        tol = self.match_tolerance
+        out = [name for p, name in KNOWN.items() if abs(period - p) <= tol * p]
+        if epoch_len is not None:
+            if abs(period - epoch_len) <= tol * epoch_len:
+                out.append(f"epoch length ({epoch_len:.0f} steps)")
+            elif abs(period - epoch_len / 2) <= tol * epoch_len / 2:
+                out.append(f"epoch length / 2 ({epoch_len / 2:.0f} steps)")
+        return out

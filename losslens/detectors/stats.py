@@ -1,0 +1,115 @@
+"""Robust statistics shared by the detectors (numpy/polars only; scipy is imported lazily)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+
+MAD_SCALE = 1.4826
+
+
+def robust_scale(x: np.ndarray) -> float:
+    """1.4826·MAD: the standard deviation for Gaussian data, immune to a few outliers."""
+    x = x[np.isfinite(x)]
+    if len(x) == 0:
+        return 0.0
+    return float(MAD_SCALE * np.median(np.abs(x - np.median(x))))
+
+
+def rolling_median(x: np.ndarray, window: int, center: bool = True) -> np.ndarray:
+    """Rolling median (centred, or causal: only past values). NaNs are ignored."""
+    s = pl.Series(x.astype(np.float64)).fill_nan(None)
+    w = max(1, min(window, len(x)))
+    out = s.rolling_median(window_size=w, center=center, min_samples=1)
+    return out.fill_null(strategy="forward").fill_null(strategy="backward").to_numpy()
+
+
+def rolling_mean(x: np.ndarray, window: int) -> np.ndarray:
+    s = pl.Series(x.astype(np.float64)).fill_nan(None)
+    w = max(1, min(window, len(x)))
+    return s.rolling_mean(window_size=w, center=True, min_samples=1).to_numpy()
+
+
+def detrend(values: np.ndarray, window: int, robust: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(residual, trend): ratio to a centred rolling median (or mean: stable when the values
+    fall in bands) for positive metrics, else the difference."""
+    trend = rolling_median(values, window) if robust else rolling_mean(values, window)
+    if np.nanmin(values) > 0 and np.nanmin(trend) > 0:
+        return values / trend, trend
+    return values - trend, trend
+
+
+def regular_grid(steps: np.ndarray, values: np.ndarray, max_points: int = 1 << 20
+                 ) -> tuple[np.ndarray, float]:
+    """Values linearly interpolated onto an even step grid (for logs that log every ~k steps)."""
+    diffs = np.diff(steps)
+    spacing = float(np.median(diffs[diffs > 0])) if np.any(diffs > 0) else 1.0
+    span = float(steps[-1] - steps[0])
+    n = int(span / spacing) + 1
+    if n > max_points:
+        spacing = span / (max_points - 1)
+        n = max_points
+    grid = steps[0] + spacing * np.arange(n)
+    return np.interp(grid, steps.astype(np.float64), values), spacing
+
+
+def runs_test(labels: np.ndarray) -> tuple[float, float]:
+    """Wald–Wolfowitz runs test on a two-valued sequence: (z, one-sided p of too few runs).
+    Few runs means like values cluster together (same-bucket batch runs)."""
+    labels = np.asarray(labels, dtype=bool)
+    n1 = int(labels.sum())
+    n2 = len(labels) - n1
+    if n1 == 0 or n2 == 0:
+        return 0.0, 1.0
+    runs = 1 + int(np.count_nonzero(labels[1:] != labels[:-1]))
+    n = n1 + n2
+    mean = 2.0 * n1 * n2 / n + 1
+    var = 2.0 * n1 * n2 * (2.0 * n1 * n2 - n) / (n * n * (n - 1)) if n > 1 else 0.0
+    if var <= 0:
+        return 0.0, 1.0
+    z = (runs - mean) / math.sqrt(var)
+    return z, 0.5 * math.erfc(-z / math.sqrt(2))  # P(Z <= z)
+
+
+def ar1(x: np.ndarray) -> float:
+    """Lag-1 autocorrelation, clipped to (-0.95, 0.95)."""
+    x = x - x.mean()
+    denom = float(np.dot(x, x))
+    if denom == 0:
+        return 0.0
+    return float(np.clip(np.dot(x[1:], x[:-1]) / denom, -0.95, 0.95))
+
+
+def gmm_1d(x: np.ndarray, k: int, iters: int = 200, seed: int = 0
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """A 1-D Gaussian mixture by EM: (weights, means, sds, BIC). Deterministic for a seed."""
+    n = len(x)
+    qs = np.quantile(x, (np.arange(k) + 0.5) / k)
+    means = qs.astype(np.float64)
+    sd0 = max(float(np.std(x)), 1e-12)
+    sds = np.full(k, sd0 / k)
+    weights = np.full(k, 1.0 / k)
+    floor = max(sd0 * 1e-3, 1e-12)
+    ll = -np.inf
+    for _ in range(iters):
+        z = (x[:, None] - means[None, :]) / sds[None, :]
+        logp = -0.5 * z * z - np.log(sds)[None, :] - 0.5 * math.log(2 * math.pi) + np.log(weights)[None, :]
+        top = logp.max(axis=1, keepdims=True)
+        resp = np.exp(logp - top)
+        total = resp.sum(axis=1, keepdims=True)
+        new_ll = float((top[:, 0] + np.log(total[:, 0])).sum())
+        resp /= total
+        nk = resp.sum(axis=0) + 1e-12
+        weights = nk / n
+        means = (resp * x[:, None]).sum(axis=0) / nk
+        sds = np.sqrt((resp * (x[:, None] - means[None, :]) ** 2).sum(axis=0) / nk)
+        sds = np.maximum(sds, floor)
+        if abs(new_ll - ll) < 1e-8 * abs(new_ll) + 1e-10:
+            ll = new_ll
+            break
+        ll = new_ll
+    bic = -2 * ll + (3 * k - 1) * math.log(n)
+    order = np.argsort(means)
+    return weights[order], means[order], sds[order], bic

@@ -1,0 +1,123 @@
+"""Structure detectors (ladder, multimodal, periodicity) on seeded curves with known truth."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from losslens import read_log, synth
+from losslens.analyze import analyze
+from losslens.detectors import REGISTRY, Series
+from losslens.detectors.ladder import find_episodes
+from losslens.detectors.stats import runs_test
+from losslens.findings import Severity, Skipped
+from losslens.logs import from_arrays
+from tests.conftest import FIXTURES
+
+
+def findings(curve: synth.Curve, kind: str, scale: float = 1.0, offset: float = 0.0, shift: int = 0):
+    log = from_arrays(curve.steps + shift, loss=curve.loss * scale + offset)
+    return [f for f in analyze(log).findings if f.kind == kind]
+
+
+def test_seed004_fixture_is_an_accumulator_ladder() -> None:
+    report = analyze(read_log(FIXTURES / "seed004_dflash.log"))
+    (f,) = report.findings
+    assert (f.kind, f.severity, f.metric, f.start_step, f.end_step) == \
+        ("ladder", Severity.ERROR, "loss", 144, 349)
+    assert f.evidence["cause"] == "accumulator"
+    assert f.evidence["episodes"] == 3 and f.evidence["median_length"] == 5
+    assert f.evidence["increment"] == pytest.approx(0.91, abs=0.01)
+    assert [e["reset_step"] for e in f.evidence["clearest"]] == [153, 259, 349]
+    assert "integer multiples of ~0.91" in f.summary
+
+
+def test_the_seed_excerpt_episodes() -> None:
+    v = np.array([0.8183, 1.5599, 2.4042, 3.2330, 4.0884, 4.4271, 0.8700])
+    (ep,) = find_episodes(v)
+    assert (ep.start, ep.peak) == (0, 5)
+    assert ep.increment == pytest.approx(0.8366, abs=1e-3)  # the short last step is left out
+
+
+@pytest.mark.parametrize("cause", ["accumulator", "batch_composition"])
+@pytest.mark.parametrize("period", [5, 8])
+def test_ladder_cause(cause: str, period: int) -> None:
+    (f,) = findings(synth.ladder(period=period, cause=cause, seed=3), "ladder")
+    assert f.evidence["cause"] == cause
+    assert f.evidence["median_length"] == period - 1
+    assert f.severity == Severity.ERROR
+    if cause == "batch_composition":
+        assert f.evidence["period_steps"] == period
+
+
+def test_bands_harmonic_and_runs() -> None:
+    (f,) = findings(synth.bands(seed=1), "multimodal")
+    assert len(f.evidence["modes"]) == 3 and f.evidence["harmonic"] is True
+    assert f.evidence["runs_p"] < 1e-6
+    assert f.severity == Severity.ERROR
+    (g,) = findings(synth.bands(levels=(0.6, 1.0, 1.7), seed=1), "multimodal")
+    assert g.evidence["harmonic"] is False
+    assert sum(g.evidence["shares"]) == pytest.approx(1.0, abs=1e-3)
+
+
+@pytest.mark.parametrize(("period", "uneven"), [(25.0, False), (120.0, False), (60.0, True)])
+def test_period_found_within_5_percent(period: float, uneven: bool) -> None:
+    (f,) = findings(synth.periodic(period=period, seed=2, uneven=uneven), "periodicity")
+    assert abs(f.evidence["period_steps"] - period) <= 0.05 * period
+    assert f.evidence["p_value"] < 1e-3
+
+
+def test_known_period_is_named() -> None:
+    (f,) = findings(synth.periodic(period=50.0, seed=0), "periodicity")
+    assert f.evidence["matches"] == ["Hugging Face group_by_length mega-batch (50 steps)"]
+
+
+@pytest.mark.parametrize("family", synth.CLEAN_FAMILIES)
+def test_clean_curves_stay_silent(family: str) -> None:
+    for seed in range(3):
+        c = synth.clean(family, seed=seed)
+        report = analyze(from_arrays(c.steps, loss=c.loss))
+        assert [f for f in report.findings if f.severity >= Severity.WARNING] == [], family
+
+
+@pytest.mark.parametrize("kind,curve", [
+    ("ladder", synth.ladder(period=6, seed=1, cause="batch_composition")),
+    ("multimodal", synth.bands(seed=2)),
+    ("periodicity", synth.periodic(period=40.0, seed=1)),
+])
+def test_metamorphic_scale_offset_and_shift(kind: str, curve: synth.Curve) -> None:
+    (base,) = findings(curve, kind)
+    (scaled,) = findings(curve, kind, scale=2.0, offset=3.0)
+    assert (scaled.start_step, scaled.end_step) == (base.start_step, base.end_step)
+    (shifted,) = findings(curve, kind, shift=10_000)
+    assert (shifted.start_step, shifted.end_step) == (base.start_step + 10_000, base.end_step + 10_000)
+    assert shifted.severity == base.severity == scaled.severity
+    for key in ("episodes", "cause", "modes", "shares", "period_steps"):
+        assert shifted.evidence.get(key) == base.evidence.get(key), key
+
+
+EDGE = {
+    "empty": np.array([]),
+    "one": np.array([1.0]),
+    "ten": np.linspace(2, 1, 10),
+    "constant": np.full(500, 2.5),
+    "all_nan": np.full(300, np.nan),
+    "with_inf": np.r_[np.linspace(3, 1, 200), np.inf, np.linspace(1, 0.9, 99)],
+}
+
+
+@pytest.mark.parametrize("edge", list(EDGE))
+@pytest.mark.parametrize("detector", REGISTRY, ids=lambda d: d.name)
+def test_every_detector_on_edge_cases(detector, edge: str) -> None:
+    values = EDGE[edge]
+    result = detector.detect(Series("loss", np.arange(len(values)), values))
+    assert isinstance(result, Skipped) or isinstance(result, list)
+    if isinstance(result, list) and detector.name in ("ladder", "multimodal", "periodicity"):
+        assert result == [], (detector.name, edge)
+
+
+def test_runs_test() -> None:
+    z, p = runs_test(np.array([1, 1, 1, 1, 0, 0, 0, 0] * 20, dtype=bool))
+    assert z < -6 and p < 1e-9
+    z, p = runs_test(np.array([1, 0] * 80, dtype=bool))
+    assert z > 8 and p > 0.99
