@@ -138,7 +138,7 @@ def megatron_lines(n: int = 30, seed: int = 0, rank_prefix: str = "") -> list[st
 # --- labelled curves for the detection benchmark ------------------------------------------------
 def _ar_noise(rng: np.random.Generator, n: int, sigma: float, phi: float = 0.6,
               heavy: bool = False) -> np.ndarray:
-    shocks = rng.standard_t(3, n) * sigma / 1.7 if heavy else rng.normal(0, sigma, n)
+    shocks = rng.standard_t(5, n) * sigma / 1.3 if heavy else rng.normal(0, sigma, n)
     out = np.zeros(n)
     for i in range(1, n):
         out[i] = phi * out[i - 1] + shocks[i]
@@ -226,3 +226,60 @@ def clean(family: str, n: int = 3000, seed: int = 0) -> Curve:
 
 CLEAN_FAMILIES = ("powerlaw", "warmup", "uneven", "epoch_drops", "heavy_tails", "skewed",
                   "lr_steps", "white_noise", "random_walk_noise")
+
+
+# --- labelled health curves ------------------------------------------------------------------------
+def with_nan(n: int = 800, at: int = 500, seed: int = 0) -> Curve:
+    c = clean("powerlaw", n, seed)
+    loss = c.loss.copy()
+    loss[at:] = np.nan
+    return Curve(c.steps, loss, {"kind": "nonfinite", "start": int(c.steps[at])})
+
+
+def with_spikes(n: int = 2000, at: tuple[int, ...] = (700, 1400), height: float = 2.0,
+                seed: int = 0) -> Curve:
+    c = clean("powerlaw", n, seed)
+    loss = c.loss.copy()
+    for i in at:
+        loss[i] *= height
+    return Curve(c.steps, loss, {"kind": "spike", "steps": [int(c.steps[i]) for i in at]})
+
+
+def diverging(n: int = 2000, turn: int = 1200, rate: float = 0.8, seed: int = 0) -> Curve:
+    c = clean("powerlaw", n, seed)
+    ramp = np.where(c.steps > turn, (c.steps - turn) / (n - turn), 0.0)
+    return Curve(c.steps, c.loss * (1 + rate * ramp), {"kind": "divergence", "turn": turn})
+
+
+def stuck(n: int = 500, level: float = 7.6, seed: int = 0) -> Curve:
+    rng = np.random.default_rng(seed)
+    return Curve(np.arange(n) * 50, level + rng.normal(0, 0.05, n), {"kind": "plateau"})
+
+
+def accuracy_drop(n: int = 1000, turn: int = 600, seed: int = 0) -> tuple[Curve, np.ndarray]:
+    """(loss curve, accuracy) where accuracy climbs, then falls by a third from ``turn``."""
+    rng = np.random.default_rng(seed)
+    steps = np.arange(n)
+    acc = 0.6 * (1 - np.exp(-steps / 150)) + rng.normal(0, 0.01, n)
+    acc = np.where(steps > turn, acc - 0.2 * np.minimum(1, (steps - turn) / 100), acc)
+    return Curve(steps, _decay(n) * np.exp(rng.normal(0, 0.02, n)),
+                 {"kind": "accuracy_drop", "turn": turn}), acc
+
+
+def throughput_drop(n: int = 2000, turn: int = 1300, drop: float = 0.35, seed: int = 0
+                    ) -> tuple[Curve, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    steps = np.arange(n)
+    tps = 32000 * np.where(steps >= turn, 1 - drop, 1.0) * np.exp(rng.normal(0, 0.03, n))
+    return Curve(steps, _decay(n) * np.exp(rng.normal(0, 0.02, n)),
+                 {"kind": "throughput_drop", "turn": turn}), tps
+
+
+def starved_queue(n: int = 1000, start: int = 600, length: int = 60, seed: int = 0
+                  ) -> tuple[Curve, np.ndarray]:
+    """A producer queue (depth 0..50) that drains to zero for ``length`` records."""
+    rng = np.random.default_rng(seed)
+    q = rng.integers(40, 51, n).astype(float)
+    q[start:start + length] = 0
+    return Curve(np.arange(n), _decay(n) * np.exp(rng.normal(0, 0.02, n)),
+                 {"kind": "pipeline_stall", "start": start}), q

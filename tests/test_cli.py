@@ -55,7 +55,7 @@ def test_check_terse_and_exit_codes() -> None:
                                      "FAIL (--fail-on error)")
     ignored = runner.invoke(app, ["check", "--ignore", "ladder", SEED])
     assert ignored.exit_code == 0 and ignored.stdout == ""
-    clean = runner.invoke(app, ["check", str(FIXTURES / "metrics.jsonl")])
+    clean = runner.invoke(app, ["check", str(FIXTURES / "wandb_export.csv")])
     assert clean.exit_code == 0
 
 

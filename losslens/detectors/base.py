@@ -31,6 +31,10 @@ class Detector(ABC):
     title: str = ""
     metrics: tuple[str, ...] = ("loss",)  # the canonical metrics it looks at
 
+    def wants(self, columns: list[str]) -> list[str]:
+        """The metrics of this log to run on (default: ``metrics`` that the log has)."""
+        return [m for m in self.metrics if m in columns]
+
     @abstractmethod
     def detect(self, series: Series) -> list[Finding] | Skipped:
         """Findings on ``series`` (possibly none), or Skipped when it cannot judge."""

@@ -62,7 +62,11 @@ def find_episodes(v: np.ndarray, min_increments: int = 3, regularity: float = 0.
 def chance_episodes(v: np.ndarray, window: int, shuffles: int, seed: int, **kw) -> float:
     """Episodes expected by chance: the mean count after shuffling the de-trended residual
     (structure destroyed, trend and noise level kept), scaled to the series' length."""
-    x = v if len(v) <= 20_000 else v[:20_000]
+    if len(v) <= 20_000:
+        x = v
+    else:  # ten blocks spread over the run: noise relative to the level changes as it trains
+        starts = np.linspace(0, len(v) - 2000, 10).astype(int)
+        x = np.concatenate([v[a:a + 2000] for a in starts])
     r, trend = detrend(x, window)
     ratio = np.nanmin(x) > 0 and np.nanmin(trend) > 0
     rng = np.random.default_rng(seed)
@@ -81,7 +85,7 @@ class Ladder(Detector):
     def __init__(self, min_increments: int = 3, regularity: float = 0.35, min_rise: float = 0.3,
                  reset_fraction: float = 0.6, min_episodes: int = 2, strong_episodes: int = 3,
                  multiple_tolerance: float = 0.2, window: int = 201, shuffles: int = 19,
-                 chance_factor: float = 3.0, seed: int = 0):
+                 chance_factor: float = 3.0, min_coverage: float = 0.2, seed: int = 0):
         self.min_increments = min_increments
         self.regularity = regularity
         self.min_rise = min_rise
@@ -92,6 +96,7 @@ class Ladder(Detector):
         self.window = window
         self.shuffles = shuffles
         self.chance_factor = chance_factor
+        self.min_coverage = min_coverage
         self.seed = seed
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
@@ -107,6 +112,11 @@ class Ladder(Detector):
             return []
         chance = chance_episodes(v, self.window, self.shuffles, self.seed, **kw)
         if len(eps) < self.chance_factor * chance + self.min_episodes:
+            return []
+        # a ladder fills the stretch it occupies; chance climbs are scattered thinly
+        covered = sum(e.peak - e.start + 2 for e in eps)
+        span = eps[-1].peak + 2 - eps[0].start
+        if covered < self.min_coverage * span:
             return []
         increment = float(np.median([e.increment for e in eps]))
         lengths = [e.peak - e.start for e in eps]

@@ -1,0 +1,111 @@
+"""Pipeline stalls: producer queues drained to zero, consumer queues growing without bound,
+and gaps in wall time between records far beyond the usual spacing."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from losslens.detectors.base import Detector, Series
+from losslens.findings import Finding, Severity, Skipped
+
+
+def queue_metric(name: str) -> bool:
+    base = name.removesuffix("_min").removesuffix("_mean")
+    return (base.startswith("q_") or "queue" in base) and name.endswith(("_min", "_mean")) or \
+        (name.startswith("q_") or "queue" in name) and not name.endswith(("_min", "_mean"))
+
+
+class PipelineStall(Detector):
+    name = "pipeline_stall"
+    title = "queues drained to zero (starved) or growing without bound (backlog); wall-time gaps"
+    metrics = ("time",)  # queue columns are found per log (see wants)
+
+    def __init__(self, min_empty: int = 3, empty_share: float = 0.02, min_growth: float = 2.0,
+                 gap_ratio: float = 8.0, gap_min_s: float = 30.0, hang_s: float = 600.0):
+        self.min_empty = min_empty
+        self.empty_share = empty_share
+        self.min_growth = min_growth
+        self.gap_ratio = gap_ratio
+        self.gap_min_s = gap_min_s
+        self.hang_s = hang_s
+
+    def wants(self, columns: list[str]) -> list[str]:
+        return [c for c in columns if queue_metric(c) and not c.endswith("_mean")] + \
+            [c for c in columns if c.endswith("_mean") and queue_metric(c)] + \
+            (["time"] if "time" in columns else [])
+
+    def detect(self, series: Series) -> list[Finding] | Skipped:
+        if series.metric == "time":
+            return self._gaps(series)
+        ok = np.isfinite(series.values)
+        v, steps = series.values[ok], series.steps[ok]
+        if len(v) < 10:
+            return Skipped(self.name, series.metric, f"only {len(v)} points; needs 10")
+        base = series.metric.removesuffix("_min").removesuffix("_mean")
+        if series.metric.endswith("_mean"):
+            return self._backlog(base, v, steps, series.segment)
+        return self._starved(base, v, steps, series.segment)
+
+    def _starved(self, base: str, v: np.ndarray, steps: np.ndarray, segment: int) -> list[Finding]:
+        empty = v <= 0
+        if not empty.any() or not (v > 0).any():
+            return []
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], empty.astype(int), [0]])))
+        runs = [(a, b) for a, b in zip(edges[::2], edges[1::2], strict=True)]
+        need = max(self.min_empty, int(self.empty_share * len(v)))
+        long = [(a, b) for a, b in runs if b - a >= need]
+        if not long:
+            return []
+        a, b = max(long, key=lambda r: r[1] - r[0])
+        total = int(empty.sum())
+        summary = (f"queue {base} drains to 0 for {b - a} records from step {int(steps[a])} "
+                   f"({total} empty records in all, {len(long)} stretch(es)): the consumer waits "
+                   "on its producers (data loading or the target model too slow)")
+        return [Finding(self.name, Severity.WARNING, base, int(steps[a]), int(steps[b - 1]), summary,
+                        {"queue": base, "empty_records": total, "longest_empty": int(b - a),
+                         "stretches": len(long)}, segment)]
+
+    def _backlog(self, base: str, v: np.ndarray, steps: np.ndarray, segment: int) -> list[Finding]:
+        half = v[len(v) // 2:]
+        start, end = float(np.median(v[:max(3, len(v) // 10)])), float(np.median(v[-max(3, len(v) // 10):]))
+        if end < max(self.min_growth * max(start, 1.0), 10.0):
+            return []
+        ranks = np.argsort(np.argsort(half))
+        rho = float(np.corrcoef(ranks, np.arange(len(half)))[0, 1]) if np.ptp(half) else 0.0
+        if rho < 0.8:
+            return []
+        summary = (f"queue {base} grows from {start:.3g} to {end:.3g} and keeps growing: the consumer "
+                   "cannot keep up (backlog; memory will run out if it is unbounded)")
+        return [Finding(self.name, Severity.WARNING, base, int(steps[0]), int(steps[-1]), summary,
+                        {"queue": base, "start": start, "end": end, "trend": round(rho, 3)}, segment)]
+
+    def _gaps(self, series: Series) -> list[Finding]:
+        t, steps = series.values, series.steps
+        ok = np.isfinite(t)
+        t, steps = t[ok], steps[ok]
+        if len(t) < 10:
+            return []
+        dt = np.diff(t)
+        dstep = np.maximum(np.diff(steps), 1)
+        per_step = dt / dstep
+        usual_step = float(np.median(per_step[per_step > 0])) if (per_step > 0).any() else 0.0
+        usual = float(np.median(dt[dt > 0])) if (dt > 0).any() else 0.0
+        if usual <= 0 or usual_step <= 0:
+            return []
+        # time the steps in between do not explain (a log with gaps in steps is not a stall)
+        excess = dt - dstep * usual_step
+        big = np.flatnonzero(excess >= max(self.gap_ratio * usual, self.gap_min_s))
+        if len(big) == 0:
+            return []
+        dt = excess
+        worst = float(dt[big].max())
+        hang = worst >= self.hang_s and worst >= 50 * usual
+        at = [int(steps[i + 1]) for i in big]
+        summary = (f"{len(big)} pause(s) between records of {dt[big].min():.0f}–{worst:.0f} s "
+                   f"(usual spacing {usual:.3g} s) at step(s) {', '.join(map(str, at[:6]))}"
+                   f"{' …' if len(at) > 6 else ''}")
+        summary += (": the job hung or stalled (a dead rank, I/O, a stuck data loader?)" if hang else
+                    ": checkpoints, evaluation or data-shard loads?")
+        return [Finding(self.name, Severity.WARNING if hang else Severity.INFO, "time", at[0], at[-1],
+                        summary, {"gaps_s": [round(float(x), 3) for x in dt[big][:50]], "steps": at[:50],
+                                  "usual_s": usual}, series.segment)]

@@ -1,0 +1,141 @@
+"""Health detectors: found and located on seeded curves and on the real logs that show them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from losslens import read_log, synth
+from losslens.analyze import analyze
+from losslens.detectors.health import level_shift, spikes
+from losslens.findings import Severity
+from losslens.logs import from_arrays
+from tests.conftest import FIXTURES, reallog
+
+
+def kinds(report, at_least=Severity.INFO):
+    return [(f.kind, str(f.severity), f.metric, f.start_step, f.end_step)
+            for f in report.findings if f.severity >= at_least]
+
+
+def only(report, kind):
+    hits = [f for f in report.findings if f.kind == kind]
+    assert len(hits) == 1, report.findings
+    return hits[0]
+
+
+def test_nonfinite_first_step_exact() -> None:
+    c = synth.with_nan(at=437)
+    f = only(analyze(from_arrays(c.steps, loss=c.loss)), "nonfinite")
+    assert (f.start_step, f.severity, f.evidence["to_end"]) == (437, Severity.ERROR, True)
+
+
+def test_hf_hidden_nan_via_grad_norm() -> None:
+    f = only(analyze(read_log(FIXTURES / "trainer_state.json")), "nonfinite")
+    assert f.metric == "grad_norm" and f.start_step == 20
+    assert "Trainer hides a NaN loss" in f.summary
+
+
+def test_frozen_loss_is_a_hidden_nan() -> None:
+    loss = np.r_[np.linspace(3, 2, 30), np.full(8, 1.9876)]
+    f = only(analyze(from_arrays(np.arange(38), loss=loss)), "nonfinite")
+    assert f.severity == Severity.WARNING and f.start_step == 30 and "frozen at 1.988" in f.summary
+
+
+def test_spikes_located_and_grad_norm_first() -> None:
+    c = synth.with_spikes(at=(600, 1500))
+    grad = np.ones(len(c.steps)) + np.random.default_rng(0).normal(0, 0.02, len(c.steps))
+    grad[598] = 9.0
+    report = analyze(from_arrays(c.steps, loss=c.loss, grad_norm=grad))
+    found = [f for f in report.findings if f.kind == "spike"]
+    assert [f.evidence["peak_step"] for f in found] == [600, 1500]
+    assert found[0].evidence["grad_norm_spike_step"] == 598
+    assert "grad_norm spiked first (9 at step 598)" in found[0].summary
+    assert all(f.severity == Severity.WARNING for f in found)
+
+
+def test_spike_rule_is_causal() -> None:
+    v = synth.with_spikes(at=(500,)).loss
+    full, _, _ = spikes(v, 64, 8.0, 1.4, 3)
+    prefix, _, _ = spikes(v[:501], 64, 8.0, 1.4, 3)
+    assert full[500] and prefix[500]  # the same decision without the future
+
+
+@pytest.mark.parametrize("turn", [700, 1300])
+def test_divergence_turn_within_10_percent(turn: int) -> None:
+    c = synth.diverging(turn=turn)
+    f = only(analyze(from_arrays(c.steps, loss=c.loss)), "divergence")
+    assert abs(f.start_step - turn) <= 0.1 * len(c.steps) and f.severity == Severity.ERROR
+
+
+def test_plateau_stuck_high_vs_converged() -> None:
+    c = synth.stuck()
+    assert only(analyze(from_arrays(c.steps, loss=c.loss)), "plateau").severity == Severity.WARNING
+    lr = np.r_[np.full(400, 1e-3), np.linspace(1e-3, 1e-6, 100)]
+    flat = 2.0 + np.random.default_rng(0).normal(0, 0.01, 500)
+    report = analyze(from_arrays(np.arange(500), loss=flat, lr=lr))
+    assert [f for f in report.findings if f.kind == "plateau"] == []  # the schedule has decayed
+
+
+def test_accuracy_drop_and_throughput_turns() -> None:
+    c, acc = synth.accuracy_drop(turn=600)
+    f = only(analyze(from_arrays(c.steps, loss=c.loss, acc=acc)), "accuracy_drop")
+    assert abs(f.start_step - 600) <= 100
+    c, tps = synth.throughput_drop(turn=1300)
+    f = only(analyze(from_arrays(c.steps, loss=c.loss, tokens_per_s=tps)), "throughput_drop")
+    assert abs(f.start_step - 1300) <= 5 and f.evidence["drop"] == pytest.approx(0.35, abs=0.03)
+
+
+def test_level_shift_finds_the_change() -> None:
+    x = np.r_[np.full(300, 10.0), np.full(700, 6.0)]
+    assert level_shift(x, 50) == (300, 10.0, 6.0)
+
+
+def test_starved_queue_from_dflash_lists(tmp_path) -> None:
+    lines = list(synth.dflash_lines(400))
+    for i in range(200, 240):
+        lines[i] = lines[i].replace("q_pre=[", "q_pre=[0, 0, 0, 0, 0, 0] q_old=[")
+    path = tmp_path / "q.log"
+    path.write_text("\n".join(lines) + "\n")
+    f = only(analyze(read_log(path)), "pipeline_stall")
+    assert (f.metric, f.start_step, f.evidence["longest_empty"]) == ("q_pre", 200, 40)
+
+
+def test_overfitting_eval_rises_train_falls() -> None:
+    log = from_arrays(np.arange(0, 1000, 10), loss=np.linspace(3, 1, 100))
+    import polars as pl
+
+    evals = pl.DataFrame({"step": [100, 300, 500, 700, 900], "line": [1, 2, 3, 4, 5],
+                          "eval_loss": [2.5, 2.0, 1.9, 2.1, 2.3]})
+    log = type(log)(**{**log.__dict__, "eval": evals.with_columns(pl.lit(0, pl.Int32).alias("segment"))})
+    f = only(analyze(log), "overfitting")
+    assert f.start_step == 500 and f.evidence["train_still_falling"] is True
+
+
+# the real logs that show each kind (labels in ../shared/reallogs/README.md)
+@pytest.mark.parametrize(("name", "expected"), [
+    ("nanogpt-termux-cpu-nan", [("nonfinite", "error", "loss", 425, 450)]),
+    ("bloom-tr1-13b-chronicles-loss-spike", [("spike", "warning", "loss", 29050, 29070)]),
+    ("bloom-tr8-104b-chronicles-divergence", [("divergence", "error", "loss", 6900, 6940)]),
+    ("lightning-slm-gpt-stuck-run-metrics-csv", [("periodicity", "warning", "loss", 49, 10999),
+                                                  ("plateau", "warning", "loss", 49, 10999)]),
+    ("mistral7b-translator-lora-llamafactory-jsonl", [("periodicity", "info", "loss", 10, 8660)]),
+    ("fairseq-iwslt14-lm-three-restarts", []),
+])
+def test_real_logs(name: str, expected: list) -> None:
+    assert kinds(analyze(read_log(reallog(name)))) == expected
+
+
+def test_modded_nanogpt_big_spike() -> None:
+    report = analyze(read_log(reallog("modded-nanogpt-2024-11-14-run-932bbe0e")))
+    peaks = [f.evidence["peak_step"] for f in report.findings if f.kind == "spike"]
+    assert 14257 in peaks and len(peaks) <= 10
+
+
+@pytest.mark.parametrize("name", [
+    "llmc-old-format-adamw-baseline", "megatron-ds-qwen7b-v100-dynamic-freq",
+    "gemma4-26b-deepspeed-swift-sft-stdout", "qwen3-8b-qlora-hf-trainer-nohup",
+    "chatglm2-ptuning-trainer-state", "olmo-1b-continued-pretrain-console",
+    "vispec-eagle1-draft-keyvalue-nemo-automodel-pr3173", "keras-csvlogger-mnist-cnn"])
+def test_clean_real_logs_silent_at_warning(name: str) -> None:
+    assert kinds(analyze(read_log(reallog(name))), Severity.WARNING) == []
