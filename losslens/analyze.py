@@ -45,11 +45,14 @@ def analyze(log: LogData, detectors: tuple[Detector, ...] = REGISTRY,
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     columns = list(dict.fromkeys(log.train.columns + log.eval.columns))
+    cache: dict[str, list[Series]] = {}
     for det in detectors:
         if det.name in ignore:
             continue
         for metric in det.wants(columns):
-            for s in series_of(log, metric):
+            if metric not in cache:
+                cache[metric] = series_of(log, metric)
+            for s in cache[metric]:
                 result = det.detect(s)
                 if isinstance(result, Skipped):
                     skipped.append(result)

@@ -5,19 +5,19 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from losslens import __version__
-from losslens.analyze import analyze as run_analysis
-from losslens.detectors import REGISTRY
 from losslens.errors import LossLensError, UsageError
-from losslens.findings import ExitCode, Report, Severity
-from losslens.logs import FORMATS, LogData, read_log
-from losslens.reporters import jsonl, text
+from losslens.findings import ExitCode, Severity
+
+if TYPE_CHECKING:
+    from losslens.findings import Report
+    from losslens.logs import LogData
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Read training logs and say, with evidence, when the run is sick.")
@@ -53,6 +53,8 @@ def _severity(value: str | None) -> Severity | None:
 
 
 def _ignore(value: str) -> frozenset[str]:
+    from losslens.detectors import REGISTRY
+
     kinds = frozenset(k.strip() for k in value.split(",") if k.strip())
     known = {d.name for d in REGISTRY}
     unknown = sorted(kinds - known) if known else []
@@ -64,6 +66,10 @@ def _ignore(value: str) -> frozenset[str]:
 
 def _reports(logs: list[str], fmt: str, ignore: frozenset[str]) -> Iterator[
         tuple[str, LogData | None, Report | None]]:
+    # polars, numpy and the detectors load here, not at start-up (`--help` stays fast)
+    from losslens.analyze import analyze as run_analysis
+    from losslens.logs import read_log
+
     for path in logs:
         try:
             log = read_log(path, None if fmt == "auto" else fmt)
@@ -84,6 +90,8 @@ def analyze(
     ignore: IgnoreOpt = "",
 ) -> None:
     """Post-mortem report: what was read, and the findings with steps, numbers and a likely cause."""
+    from losslens.reporters import jsonl, text
+
     with user_errors():
         threshold, kinds = _severity(fail_on), _ignore(ignore)
         code = ExitCode.OK
@@ -109,6 +117,8 @@ def check(
     ignore: IgnoreOpt = "",
 ) -> None:
     """The gate: one line per finding, a summary on stderr; exit 0 clean, 1 findings, 2 error."""
+    from losslens.reporters import jsonl, text
+
     with user_errors():
         threshold, kinds = _severity(fail_on), _ignore(ignore)
         code = ExitCode.OK
@@ -134,6 +144,8 @@ def check(
 @app.command()
 def formats() -> None:
     """List the log formats losslens reads, with one example line each."""
+    from losslens.logs.registry import FORMATS
+
     table = Table(show_lines=False)
     table.add_column("--format")
     table.add_column("what")
@@ -146,6 +158,8 @@ def formats() -> None:
 @app.command()
 def detectors() -> None:
     """List the detectors (finding kinds) that analyze and check run."""
+    from losslens.detectors import REGISTRY
+
     if not REGISTRY:
         out.print("no detectors registered yet: analyze and check report what was read")
         return

@@ -121,3 +121,14 @@ def test_runs_test() -> None:
     assert z < -6 and p < 1e-9
     z, p = runs_test(np.array([1, 0] * 80, dtype=bool))
     assert z > 8 and p > 0.99
+
+
+def test_rank_sum_matches_scipy() -> None:
+    from scipy.stats import mannwhitneyu
+
+    from losslens.detectors.stats import rank_sum_p
+
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(1, 1, 12), np.round(rng.normal(0, 1, 9), 1)
+    assert rank_sum_p(a, b) == pytest.approx(
+        mannwhitneyu(a, b, alternative="greater", method="asymptotic").pvalue, rel=1e-6)

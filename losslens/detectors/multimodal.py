@@ -11,7 +11,7 @@ from losslens.detectors.base import Detector, Series
 from losslens.detectors.stats import detrend, gmm_1d, robust_scale, runs_test
 from losslens.findings import Finding, Severity, Skipped
 
-MAX_FIT = 20_000
+MAX_FIT = 2_000
 
 
 def _ashman(means: np.ndarray, sds: np.ndarray, i: int) -> float:

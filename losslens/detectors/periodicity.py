@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from losslens.detectors.base import Detector, Series
-from losslens.detectors.stats import ar1, detrend, regular_grid
+from losslens.detectors.stats import ar1, detrend, rank_sum_p, regular_grid
 from losslens.findings import Finding, Severity, Skipped
 
 KNOWN = {50: "Hugging Face group_by_length mega-batch (50 steps)"}
@@ -100,14 +100,12 @@ class Periodicity(Detector):
         per_epoch = len(v) / max(1.0, float(np.nanmax(epoch)))
         k = int(max(3, min(10, per_epoch // 4)))
         drops, ps = [], []
-        from scipy.stats import mannwhitneyu  # noqa: PLC0415 - scipy only when a log has epochs
-
         for b in starts:
             before, after = v[max(0, b - k):b], v[b:b + k]
             if len(before) < 3 or len(after) < 3:
                 continue
             drops.append(1 - float(np.median(after) / np.median(before)))
-            ps.append(float(mannwhitneyu(before, after, alternative="greater").pvalue))
+            ps.append(rank_sum_p(before, after))
         if len(drops) < 2 or not all(d >= 0.03 and p < 0.01 for d, p in zip(drops, ps, strict=True)):
             return []
         at = [int(steps[b]) for b in starts][:len(drops)]

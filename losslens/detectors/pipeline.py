@@ -18,7 +18,7 @@ def queue_metric(name: str) -> bool:
 class PipelineStall(Detector):
     name = "pipeline_stall"
     title = "queues drained to zero (starved) or growing without bound (backlog); wall-time gaps"
-    metrics = ("time",)  # queue columns are found per log (see wants)
+    metrics = ("q_*", "time")  # queue columns are found per log (see wants)
 
     def __init__(self, min_empty: int = 3, empty_share: float = 0.02, min_growth: float = 2.0,
                  gap_ratio: float = 8.0, gap_min_s: float = 30.0, hang_s: float = 600.0):

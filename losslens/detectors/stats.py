@@ -82,7 +82,7 @@ def ar1(x: np.ndarray) -> float:
     return float(np.clip(np.dot(x[1:], x[:-1]) / denom, -0.95, 0.95))
 
 
-def gmm_1d(x: np.ndarray, k: int, iters: int = 200, seed: int = 0
+def gmm_1d(x: np.ndarray, k: int, iters: int = 80, seed: int = 0
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """A 1-D Gaussian mixture by EM: (weights, means, sds, BIC). Deterministic for a seed."""
     n = len(x)
@@ -106,10 +106,35 @@ def gmm_1d(x: np.ndarray, k: int, iters: int = 200, seed: int = 0
         means = (resp * x[:, None]).sum(axis=0) / nk
         sds = np.sqrt((resp * (x[:, None] - means[None, :]) ** 2).sum(axis=0) / nk)
         sds = np.maximum(sds, floor)
-        if abs(new_ll - ll) < 1e-8 * abs(new_ll) + 1e-10:
+        if abs(new_ll - ll) < 1e-6 * abs(new_ll) + 1e-10:
             ll = new_ll
             break
         ll = new_ll
     bic = -2 * ll + (3 * k - 1) * math.log(n)
     order = np.argsort(means)
     return weights[order], means[order], sds[order], bic
+
+
+def rank_sum_p(a: np.ndarray, b: np.ndarray) -> float:
+    """One-sided Mann–Whitney U test that ``a`` is larger than ``b`` (normal approximation with
+    a tie correction; numpy only, so that the CLI never imports scipy for it)."""
+    x = np.concatenate([a, b])
+    order = np.argsort(x, kind="mergesort")
+    ranks = np.empty(len(x))
+    sx = x[order]
+    i = 0
+    while i < len(sx):  # average ranks over ties
+        j = i
+        while j + 1 < len(sx) and sx[j + 1] == sx[i]:
+            j += 1
+        ranks[order[i:j + 1]] = (i + j) / 2 + 1
+        i = j + 1
+    n1, n2 = len(a), len(b)
+    u = ranks[:n1].sum() - n1 * (n1 + 1) / 2
+    _, counts = np.unique(x, return_counts=True)
+    n = n1 + n2
+    var = n1 * n2 / 12 * ((n + 1) - ((counts ** 3 - counts).sum()) / (n * (n - 1)))
+    if var <= 0:
+        return 1.0
+    z = (u - n1 * n2 / 2 - 0.5) / math.sqrt(var)
+    return 0.5 * math.erfc(z / math.sqrt(2))
