@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated
@@ -24,13 +25,15 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
 out = Console(soft_wrap=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
-FormatOpt = Annotated[str, typer.Option("--format", "-f", help="Log format, or 'auto' to detect "
-                                        "it from the content (see `losslens formats`).")]
+FormatOpt = Annotated[str | None, typer.Option("--format", "-f", help="Log format, or 'auto' to "
+                                               "detect it from the content (see `losslens formats`).")]
+ConfigOpt = Annotated[str | None, typer.Option("--config", help="Settings file (TOML); default "
+                                               "./losslens.toml, else [tool.losslens] in ./pyproject.toml.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="JSON Lines on stdout: one report per log.")]
-IgnoreOpt = Annotated[str, typer.Option("--ignore", help="Finding kinds to leave out, "
+IgnoreOpt = Annotated[str | None, typer.Option("--ignore", help="Finding kinds to leave out, "
                                         "comma-separated (e.g. spike,plateau).")]
-Logs = Annotated[list[str], typer.Argument(help="Log files ('-' reads standard input; .gz is read "
-                                           "transparently).", metavar="LOG...")]
+Logs = Annotated[list[str], typer.Argument(help="Log files, globs or run folders ('-' reads standard "
+                                           "input; .gz is read transparently).", metavar="LOG...")]
 
 
 @contextmanager
@@ -52,50 +55,65 @@ def _severity(value: str | None) -> Severity | None:
         raise UsageError(str(exc)) from None
 
 
-def _ignore(value: str) -> frozenset[str]:
+def _ignore(value: str | None, settings) -> frozenset[str]:
     from losslens.detectors import REGISTRY
 
-    kinds = frozenset(k.strip() for k in value.split(",") if k.strip())
+    given = settings.ignore if value is None else value.split(",")
+    kinds = frozenset(k.strip() for k in given if k.strip())
     known = {d.name for d in REGISTRY}
-    unknown = sorted(kinds - known) if known else []
+    unknown = sorted(kinds - known)
     if unknown:
         raise UsageError(f"unknown finding kind(s) for --ignore: {', '.join(unknown)} "
                          f"(known: {', '.join(sorted(known))})")
     return kinds
 
 
-def _reports(logs: list[str], fmt: str, ignore: frozenset[str]) -> Iterator[
+def _settings(config: str | None):
+    from losslens.config import load
+
+    return load(config)
+
+
+def _reports(logs: list[str], fmt: str, ignore: frozenset[str], settings) -> Iterator[
         tuple[str, LogData | None, Report | None]]:
     # polars, numpy and the detectors load here, not at start-up (`--help` stays fast)
     from losslens.analyze import analyze as run_analysis
+    from losslens.discover import expand
     from losslens.logs import read_log
 
-    for path in logs:
+    registry = settings.registry()
+    targets = expand(logs)
+    if not targets:
+        raise UsageError(f"no log files found in {', '.join(logs)}")
+    for t in targets:
         try:
-            log = read_log(path, None if fmt == "auto" else fmt)
+            log = read_log(t.path, None if fmt == "auto" else fmt)
         except LossLensError as exc:
-            err.print(f"losslens: error: {exc}", markup=False)
-            yield path, None, None
-            continue
-        yield path, log, run_analysis(log, ignore=ignore)
+            if t.explicit:
+                err.print(f"losslens: error: {exc}", markup=False)
+                yield t.path, None, None
+            continue  # a file in a run folder that is not a log: passed over
+        yield t.path, log, run_analysis(log, detectors=registry, ignore=ignore)
 
 
 @app.command()
 def analyze(
     logs: Logs,
-    format: FormatOpt = "auto",
+    format: FormatOpt = None,
     json: JsonOpt = False,
     fail_on: Annotated[str | None, typer.Option("--fail-on", help="Exit 1 when a finding is at "
                                                 "or above this severity (info|warning|error).")] = None,
-    ignore: IgnoreOpt = "",
+    ignore: IgnoreOpt = None,
+    config: ConfigOpt = None,
 ) -> None:
     """Post-mortem report: what was read, and the findings with steps, numbers and a likely cause."""
     from losslens.reporters import jsonl, text
 
     with user_errors():
-        threshold, kinds = _severity(fail_on), _ignore(ignore)
+        settings = _settings(config)
+        threshold, kinds = _severity(fail_on), _ignore(ignore, settings)
         code = ExitCode.OK
-        for _, log, report in _reports(logs, format, kinds):
+        for _, log, report in _reports(logs, format or settings.format, kinds, settings):
             if report is None or log is None:
                 code = ExitCode.ERROR
                 continue
@@ -110,21 +128,27 @@ def analyze(
 @app.command()
 def check(
     logs: Logs,
-    format: FormatOpt = "auto",
+    format: FormatOpt = None,
     json: JsonOpt = False,
-    fail_on: Annotated[str, typer.Option("--fail-on", help="Exit 1 when a finding is at or above "
-                                         "this severity (info|warning|error).")] = "error",
-    ignore: IgnoreOpt = "",
+    fail_on: Annotated[str | None, typer.Option("--fail-on", help="Exit 1 when a finding is at or "
+                                                "above this severity (info|warning|error; default "
+                                                "error).")] = None,
+    ignore: IgnoreOpt = None,
+    config: ConfigOpt = None,
 ) -> None:
     """The gate: one line per finding, a summary on stderr; exit 0 clean, 1 findings, 2 error."""
     from losslens.reporters import jsonl, text
 
     with user_errors():
-        threshold, kinds = _severity(fail_on), _ignore(ignore)
+        settings = _settings(config)
+        threshold = _severity(fail_on or settings.fail_on)
+        kinds = _ignore(ignore, settings)
         code = ExitCode.OK
-        for _, _, report in _reports(logs, format, kinds):
+        rows = []
+        for path, _, report in _reports(logs, format or settings.format, kinds, settings):
             if report is None:
                 code = ExitCode.ERROR
+                rows.append((path, None, None, "ERROR"))
                 continue
             if json:
                 print(jsonl.render(report), flush=True)
@@ -137,7 +161,68 @@ def check(
                       f"{f', worst {worst}' if worst is not None else ''}; "
                       f"{report.steps['count']} records; "
                       f"{'FAIL' if result else 'ok'} (--fail-on {threshold})", markup=False)
+            rows.append((report.source, len(report.findings), worst, "FAIL" if result else "ok"))
             code = max(code, result)
+        if len(rows) > 1:
+            err.print(text.summary_table(rows))
+    raise typer.Exit(code)
+
+
+@app.command()
+def watch(
+    log: Annotated[str, typer.Argument(help="The log to follow ('-' reads standard input).",
+                                       metavar="LOG|-")],
+    format: FormatOpt = None,
+    json: Annotated[bool, typer.Option("--json", help="One JSON object per alert event (appeared/"
+                                       "changed/repeated/cleared) instead of the live view.")] = False,
+    exit_on: Annotated[str | None, typer.Option("--exit-on", help="Exit 1 at the first announced "
+                                                "finding at or above this severity (warning|error).")] = None,
+    ignore: IgnoreOpt = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Follow a live log (tail -F: waits for it, survives rotation and truncation) and alert."""
+    import threading
+
+    from losslens.reporters import live
+    from losslens.watch import Watcher, lines_from
+
+    with user_errors():
+        settings = _settings(config)
+        fmt = format or settings.format
+        threshold = _severity(exit_on)
+        from losslens.logs import BY_NAME
+
+        if fmt != "auto" and fmt not in BY_NAME:
+            raise UsageError(f"unknown format {fmt!r} (known: auto, {', '.join(BY_NAME)})")
+        w = settings.watch
+        watcher = Watcher("<stdin>" if log == "-" else log, None if fmt == "auto" else fmt,
+                          settings.registry(), _ignore(ignore, settings), window=w["window"],
+                          confirm=w["confirm"], cooldown_s=w["cooldown_s"])
+    view = live.View(watcher, json=json, console=out, err=err)
+    stop = threading.Event()
+    code = ExitCode.OK
+    try:
+        last = 0.0
+        for batch in lines_from(log, w["interval_s"], stop):
+            if batch is None:  # end of standard input: settle and stop
+                watcher.finish_input()
+                for _ in range(max(1, w["confirm"])):
+                    code = max(code, view.show(watcher.analyse(), threshold))
+                break
+            for line in batch:
+                watcher.feed(line)
+            due = watcher.new_records or any(not a.announced for a in watcher.active.values())
+            if due and time.monotonic() - last >= w["interval_s"]:
+                last = time.monotonic()
+                code = max(code, view.show(watcher.analyse(), threshold))
+            view.refresh()
+            if code == ExitCode.FINDINGS:
+                break
+    except KeyboardInterrupt:
+        stop.set()
+        view.summary(interrupted=True)
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
+    view.summary(interrupted=False)
     raise typer.Exit(code)
 
 

@@ -48,8 +48,8 @@ def test_bad_files(tmp_path: Path, content: bytes | None, message: str) -> None:
 
 
 def test_directory_and_unknown_format(tmp_path: Path) -> None:
-    proc = run("analyze", str(tmp_path))
-    assert proc.returncode == 2 and "is a directory" in one_error_line(proc)
+    proc = run("analyze", str(tmp_path))  # a folder with no log in it
+    assert proc.returncode == 2 and "no log files found in" in one_error_line(proc)
     log = tmp_path / "a.log"
     log.write_text("step=1 loss=2.0\n")
     proc = run("analyze", "--format", "nope", str(log))

@@ -66,3 +66,15 @@ def check_lines(report: Report) -> list[str]:
     """One terse line per finding: source:steps: severity kind metric: summary."""
     return [f"{report.source}:{f.start_step}-{f.end_step}: {f.severity} {f.kind} [{f.metric}] "
             f"{f.summary}" for f in report.findings]
+
+
+def summary_table(rows: list[tuple[str, int | None, Severity | None, str]]) -> RenderableType:
+    """check over many logs: one row per log, worst first."""
+    table = Table(title=f"{len(rows)} logs", title_justify="left")
+    for col in ("log", "findings", "worst", "result"):
+        table.add_column(col, overflow="fold")
+    order = {"ERROR": 0, "FAIL": 1, "ok": 2}
+    for source, n, worst, result in sorted(rows, key=lambda r: (order[r[3]], r[0])):
+        table.add_row(source, "—" if n is None else str(n), "—" if worst is None else str(worst),
+                      Text(result, style="bold red" if result != "ok" else "green"))
+    return table

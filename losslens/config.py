@@ -1,0 +1,143 @@
+"""Settings: defaults < config file (--config, else ./losslens.toml, else [tool.losslens] in
+./pyproject.toml) < command line. Unknown keys and bad values are errors that name the key."""
+
+from __future__ import annotations
+
+import inspect
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from losslens.errors import UsageError
+
+# top-level keys: name -> (default, type, help)
+TOP: dict[str, tuple[Any, type, str]] = {
+    "format": ("auto", str, "log format, or auto to detect it from the content"),
+    "fail_on": ("error", str, "check/watch: the severity that fails (info, warning, error)"),
+    "ignore": ([], list, "finding kinds to leave out"),
+}
+WATCH: dict[str, tuple[Any, type, str]] = {
+    "window": (5000, int, "records kept and analysed (memory stays flat)"),
+    "interval_s": (0.3, float, "seconds between polls of the file and re-analyses"),
+    "confirm": (2, int, "consecutive analyses a finding must appear in before it is announced"),
+    "cooldown_s": (600.0, float, "seconds before an unchanged active finding is announced again"),
+}
+
+
+@dataclass
+class Settings:
+    format: str = "auto"
+    fail_on: str = "error"
+    ignore: list[str] = field(default_factory=list)
+    watch: dict[str, Any] = field(default_factory=lambda: {k: v[0] for k, v in WATCH.items()})
+    detectors: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> overrides
+    source: str = "built-in defaults"
+
+    def registry(self) -> tuple:
+        """The detector registry with this file's parameters."""
+        from losslens.detectors import REGISTRY
+
+        return tuple(type(d)(**self.detectors[d.name]) if d.name in self.detectors else d
+                     for d in REGISTRY)
+
+
+def detector_parameters() -> dict[str, dict[str, Any]]:
+    """Every detector's parameters and defaults, from the constructors themselves."""
+    from losslens.detectors import REGISTRY
+
+    out = {}
+    for det in REGISTRY:
+        sig = inspect.signature(type(det).__init__)
+        out[det.name] = {p.name: p.default for p in sig.parameters.values() if p.name != "self"}
+    return out
+
+
+def _check(key: str, value: Any, default: Any, where: str) -> Any:
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif isinstance(default, float):
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif isinstance(default, list):
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+    else:
+        ok = isinstance(value, str)
+    if not ok:
+        raise UsageError(f"bad value for {key!r}: {value!r} (expected {type(default).__name__})",
+                         source=where)
+    if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+        raise UsageError(f"bad value for {key!r}: {value!r} (must be >= 0)", source=where)
+    return value
+
+
+def parse(data: dict[str, Any], where: str) -> Settings:
+    s = Settings(source=where)
+    params = detector_parameters()
+    for key, value in data.items():
+        if key in TOP:
+            setattr(s, key, _check(key, value, TOP[key][0], where))
+        elif key == "watch" and isinstance(value, dict):
+            for k, v in value.items():
+                if k not in WATCH:
+                    raise UsageError(f"unknown key 'watch.{k}' (known: {', '.join(WATCH)})", source=where)
+                s.watch[k] = _check(f"watch.{k}", v, WATCH[k][0], where)
+        elif key == "detectors" and isinstance(value, dict):
+            for name, table in value.items():
+                if name not in params or not isinstance(table, dict):
+                    raise UsageError(f"unknown detector 'detectors.{name}' (known: {', '.join(params)})",
+                                     source=where)
+                for k, v in table.items():
+                    if k not in params[name]:
+                        raise UsageError(f"unknown key 'detectors.{name}.{k}' (known: "
+                                         f"{', '.join(params[name])})", source=where)
+                    s.detectors.setdefault(name, {})[k] = _check(f"detectors.{name}.{k}", v,
+                                                                 params[name][k], where)
+        else:
+            raise UsageError(f"unknown key {key!r} (known: {', '.join([*TOP, 'watch', 'detectors'])})",
+                             source=where)
+    if s.fail_on not in ("info", "warning", "error"):
+        raise UsageError(f"bad value for 'fail_on': {s.fail_on!r} (info, warning or error)", source=where)
+    return s
+
+
+def load(path: str | None = None, cwd: Path | None = None) -> Settings:
+    """--config FILE, else losslens.toml, else [tool.losslens] in pyproject.toml, else defaults."""
+    cwd = cwd or Path.cwd()
+    if path is not None:
+        return parse(_read(Path(path)), path)
+    if (cwd / "losslens.toml").is_file():
+        return parse(_read(cwd / "losslens.toml"), "losslens.toml")
+    if (cwd / "pyproject.toml").is_file():
+        tool = _read(cwd / "pyproject.toml").get("tool", {}).get("losslens")
+        if tool is not None:
+            return parse(tool, "pyproject.toml [tool.losslens]")
+    return Settings()
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise UsageError("config file not found", source=str(path)) from None
+    except tomllib.TOMLDecodeError as exc:
+        line = getattr(exc, "lineno", None)
+        raise UsageError(f"invalid TOML: {exc}", source=str(path), line=line) from None
+    except OSError as exc:
+        raise UsageError(f"cannot read config: {exc.strerror}", source=str(path)) from None
+
+
+def reference() -> str:
+    """The configuration reference in Markdown (the README's section is checked against it)."""
+    rows = ["| key | default | meaning |", "|---|---|---|"]
+    for k, (default, _, text) in TOP.items():
+        rows.append(f"| `{k}` | `{default!r}` | {text} |")
+    for k, (default, _, text) in WATCH.items():
+        rows.append(f"| `watch.{k}` | `{default!r}` | {text} |")
+    for name, params in detector_parameters().items():
+        for k, default in params.items():
+            rows.append(f"| `detectors.{name}.{k}` | `{default!r}` | {name} detector |")
+    return "\n".join(rows)

@@ -1,0 +1,280 @@
+"""Follow a growing log (tail -F semantics) and turn the detectors' findings into alert events.
+
+Follower: waits for a missing file, reads appended bytes, keeps a partial last line until its
+newline arrives, and survives truncation (copytruncate), rename-rotation and delete+recreate,
+losing and doubling nothing. Watcher: parses lines as they come, keeps a bounded window of
+records (memory stays flat), re-analyses it, and debounces: a finding is announced once it has
+been seen in ``confirm`` analyses in a row, again when it changes (severity) or after a
+cool-down, and cleared when it has been gone for ``confirm`` analyses.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from losslens.analyze import analyze
+from losslens.errors import LossLensError
+from losslens.findings import Finding, Report, Severity
+from losslens.logs import BY_NAME, sniff
+from losslens.logs.base import Format, LineParser
+from losslens.logs.reader import _assemble
+from losslens.logs.records import Accounting, Sink
+
+SNIFF_AFTER = 20  # non-blank lines before the format is guessed
+
+
+class Follower:
+    """Yields complete lines of ``path`` as they are appended, across rotation and truncation."""
+
+    def __init__(self, path: str, interval: float = 0.5):
+        self.path = path
+        self.interval = interval
+        self.file: Any = None
+        self.ident: tuple[int, int] | None = None
+        self.offset = 0
+        self.partial = b""
+        self.events: list[str] = []  # 'truncated', 'rotated', 'waiting' — for the caller to show
+
+    def _open(self) -> bool:
+        try:
+            f = open(self.path, "rb")  # noqa: SIM115 - kept open across polls
+        except OSError:
+            return False
+        st = os.fstat(f.fileno())
+        self.file, self.ident, self.offset = f, (st.st_dev, st.st_ino), 0
+        return True
+
+    def _drain(self) -> bytes:
+        data = self.file.read()
+        self.offset += len(data)
+        return data
+
+    def poll(self) -> list[str]:
+        """Complete lines appended since the last poll (no waiting)."""
+        chunks = []
+        if self.file is None and not self._open():
+            return []
+        try:
+            st = os.stat(self.path)
+            now = (st.st_dev, st.st_ino)
+        except OSError:
+            now, st = None, None
+        if now is not None and now != self.ident:
+            # rotated or recreated: finish the old file, then start the new one from its top
+            chunks.append(self._drain())
+            self._flush_partial(chunks)
+            self.file.close()
+            self.events.append("rotated")
+            self._open()
+        elif st is not None and st.st_size < self.offset:
+            self.file.seek(0)
+            self.offset = 0
+            self.partial = b""
+            self.events.append("truncated")
+        chunks.append(self._drain())
+        data = self.partial + b"".join(chunks)
+        cut = data.rfind(b"\n") + 1
+        self.partial = data[cut:]
+        return [x.decode("utf-8", errors="replace") for x in data[:cut].split(b"\n")[:-1]]
+
+    def _flush_partial(self, chunks: list[bytes]) -> None:
+        # a last line without a newline in a rotated-away file is complete: it will get no more
+        tail = self.partial + b"".join(chunks)
+        if tail and not tail.endswith(b"\n"):
+            chunks.append(b"\n")
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+
+
+def stdin_lines(q: queue.Queue[str | None]) -> None:
+    """Reader thread: standard input line by line; None at EOF."""
+    for raw in iter(sys.stdin.buffer.readline, b""):
+        q.put(raw.decode("utf-8", errors="replace").rstrip("\n"))
+    q.put(None)
+
+
+@dataclass
+class Active:
+    finding: Finding
+    seen: int = 0
+    missing: int = 0
+    announced: bool = False
+    announced_at: float = 0.0
+    severity: Severity = Severity.INFO
+
+
+@dataclass
+class Event:
+    event: str  # appeared | changed | repeated | cleared
+    finding: Finding
+    at: float = field(default_factory=time.time)
+
+    def as_dict(self, source: str, lines: Accounting) -> dict[str, Any]:
+        return {"event": self.event, "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(self.at)),
+                "source": source, "finding": self.finding.as_dict(), "lines": lines.as_dict()}
+
+
+def identity(f: Finding) -> tuple:
+    """What makes two analyses' findings the same event (spikes: their peak step)."""
+    return (f.kind, f.metric, f.segment, f.evidence.get("peak_step") if f.kind == "spike" else None)
+
+
+class Watcher:
+    """Lines in, events out. The same detectors as ``analyze``, on a bounded window."""
+
+    def __init__(self, source: str, fmt: str | None, registry: tuple, ignore: frozenset[str],
+                 window: int = 5000, confirm: int = 2, cooldown_s: float = 600.0):
+        self.source = source
+        self.format: Format | None = BY_NAME[fmt] if fmt else None
+        self.registry = registry
+        self.ignore = ignore
+        self.confirm = confirm
+        self.cooldown_s = cooldown_s
+        self.sink = Sink()
+        self.train: deque[dict] = deque(maxlen=window)
+        self.evals: deque[dict] = deque(maxlen=max(100, window // 10))
+        self.acc = Accounting()
+        self.parser: LineParser | None = None
+        self.pending: list[tuple[int, str]] = []
+        self.active: dict[tuple, Active] = {}
+        self.report: Report | None = None
+        self.new_records = 0
+
+    def feed(self, line: str) -> None:
+        self.acc.total += 1
+        lineno = self.acc.total
+        line = line.rstrip("\r")
+        if not line.strip():
+            self.acc.blank += 1
+            return
+        if self.parser is None:
+            self.pending.append((lineno, line))
+            if self.format is None and len(self.pending) < SNIFF_AFTER:
+                return
+            self._start()
+            return
+        self._parse(lineno, line)
+
+    def _start(self) -> None:
+        if self.format is None:
+            fmt, _ = sniff([x for _, x in self.pending])
+            if fmt is None or fmt.whole_file:
+                if len(self.pending) < 2000:
+                    return
+                fmt = BY_NAME["kv"]
+            self.format = fmt
+        self.parser = self.format.parser(self.sink)
+        pending, self.pending = self.pending, []
+        for lineno, line in pending:
+            self._parse(lineno, line)
+
+    def _parse(self, lineno: int, line: str) -> None:
+        assert self.parser is not None
+        n_train, n_eval = len(self.sink.train), len(self.sink.eval)
+        reason = self.parser.feed(lineno, line)
+        if reason is None:
+            self.acc.parsed += 1
+        else:
+            self.acc.skip(reason, lineno, line)
+        # move new records into the bounded window (the sink is only a mailbox)
+        self.train.extend(self.sink.train[n_train:])
+        self.evals.extend(self.sink.eval[n_eval:])
+        self.new_records += len(self.sink.train) - n_train
+        del self.sink.train[:], self.sink.eval[:]
+
+    def finish_input(self) -> None:
+        if self.parser is None and self.pending:
+            if self.format is None:
+                fmt, _ = sniff([x for _, x in self.pending])
+                self.format = fmt if fmt is not None and not fmt.whole_file else BY_NAME["kv"]
+            self._start()
+        if self.parser is not None:
+            n = len(self.sink.train)
+            self.parser.finish()
+            self.train.extend(self.sink.train[:])
+            self.new_records += len(self.sink.train) - n
+            del self.sink.train[:]
+
+    def analyse(self, now: float | None = None) -> list[Event]:
+        """Re-analyse the window; the alert events this produces."""
+        now = time.time() if now is None else now
+        self.new_records = 0
+        if not self.train and not self.evals:
+            return []
+        sink = Sink(train=[dict(r) for r in self.train], eval=[dict(r) for r in self.evals],
+                    names=dict(self.sink.names))
+        acc = Accounting(total=self.acc.total, parsed=self.acc.parsed, blank=self.acc.blank)
+        try:
+            log = _assemble(self.source, self.format.name if self.format else "?", sink, acc)
+        except LossLensError:  # no record in the window yet: nothing to say
+            return []
+        self.report = analyze(log, detectors=self.registry, ignore=self.ignore)
+        events: list[Event] = []
+        seen = set()
+        for f in self.report.findings:
+            key = identity(f)
+            seen.add(key)
+            a = self.active.setdefault(key, Active(f))
+            a.finding, a.seen, a.missing = f, a.seen + 1, 0
+            if not a.announced and a.seen >= self.confirm:
+                a.announced, a.announced_at, a.severity = True, now, f.severity
+                events.append(Event("appeared", f, now))
+            elif a.announced and f.severity != a.severity:
+                a.severity, a.announced_at = f.severity, now
+                events.append(Event("changed", f, now))
+            elif a.announced and now - a.announced_at >= self.cooldown_s:
+                a.announced_at = now
+                events.append(Event("repeated", f, now))
+        for key in list(self.active):
+            if key in seen:
+                continue
+            a = self.active[key]
+            a.missing += 1
+            a.seen = 0
+            if a.missing >= self.confirm:
+                if a.announced:
+                    events.append(Event("cleared", a.finding, now))
+                del self.active[key]
+        return events
+
+    def announced(self) -> list[Finding]:
+        return [a.finding for a in self.active.values() if a.announced]
+
+
+def lines_from(path: str, interval: float, stop: threading.Event) -> Iterator[list[str] | None]:
+    """Batches of new lines from a file (forever) or stdin (None at EOF); [] when idle."""
+    if path == "-":
+        q: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=stdin_lines, args=(q,), daemon=True).start()
+        while not stop.is_set():
+            batch: list[str] = []
+            deadline = time.monotonic() + interval
+            while time.monotonic() < deadline:
+                try:
+                    item = q.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+                if item is None:
+                    yield batch
+                    yield None
+                    return
+                batch.append(item)
+            yield batch
+        return
+    follower = Follower(path, interval)
+    try:
+        while not stop.is_set():
+            yield follower.poll()
+            stop.wait(interval)
+    finally:
+        follower.close()

@@ -1,0 +1,159 @@
+"""watch: the follower on real files (rotation, truncation, recreation, partial lines), the
+debounce, and the command as a real process fed through a file and through stdin."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from losslens import synth
+from losslens.config import load
+from losslens.watch import Follower, Watcher
+
+
+def test_follower_waits_appends_partial_truncate_rotate_recreate(tmp_path: Path) -> None:
+    path = tmp_path / "run.log"
+    f = Follower(str(path))
+    assert f.poll() == []  # not there yet
+    path.write_text("a=1\nb=2\nc=")
+    assert f.poll() == ["a=1", "b=2"]
+    with open(path, "a") as h:
+        h.write("3\n")
+    assert f.poll() == ["c=3"]  # the partial line waited for its newline
+    with open(path, "w") as h:  # copytruncate
+        h.write("d=4\n")
+    assert f.poll() == ["d=4"] and f.events[-1] == "truncated"
+    with open(path, "a") as h:
+        h.write("e=5\nf=")
+    os.rename(path, tmp_path / "run.log.1")  # rotation; the old file's last line had no newline
+    path.write_text("g=7\n")
+    assert f.poll() == ["e=5", "f=", "g=7"] and f.events[-1] == "rotated"
+    path.unlink()
+    assert f.poll() == []
+    path.write_text("h=8\n")  # deleted and recreated
+    assert f.poll() == ["h=8"]
+    f.close()
+
+
+def test_debounce_appears_after_confirmation_then_clears() -> None:
+    s = load(None, cwd=Path("/"))
+    w = Watcher("x", "kv", s.registry(), frozenset(), window=200, confirm=2, cooldown_s=1e9)
+    for i in range(50):
+        w.feed(f"step={i} loss={3 - i / 100:.4f}")
+    w.feed("step=50 loss=nan")
+    assert w.analyse(now=0.0) == []  # seen once: not yet announced
+    (ev,) = w.analyse(now=1.0)
+    assert (ev.event, ev.finding.kind, ev.finding.start_step) == ("appeared", "nonfinite", 50)
+    assert w.analyse(now=2.0) == []  # no repeat while unchanged
+    for i in range(51, 260):  # the NaN slides out of the bounded window
+        w.feed(f"step={i} loss={2.5 - i / 1000:.4f}")
+    assert w.analyse(now=3.0) == []
+    (ev,) = w.analyse(now=4.0)
+    assert ev.event == "cleared" and ev.finding.kind == "nonfinite"
+    assert len(w.train) == 200 and w.acc.total == 260 and w.acc.parsed == 260
+
+
+class Proc:
+    """A `losslens watch` process whose stdout lines arrive in a queue."""
+
+    def __init__(self, *args: str, stdin=None):
+        self.p = subprocess.Popen([sys.executable, "-m", "losslens", "watch", *args],
+                                  stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True)
+        self.q: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        for line in self.p.stdout:  # type: ignore[union-attr]
+            self.q.put(line)
+
+    def next_event(self, timeout: float = 20.0) -> dict:
+        return json.loads(self.q.get(timeout=timeout))
+
+    def stop(self) -> tuple[int, dict, str]:
+        self.p.send_signal(signal.SIGINT)
+        code = self.p.wait(timeout=20)
+        summary = self.next_event()
+        return code, summary, self.p.stderr.read()  # type: ignore[union-attr]
+
+
+LINES = list(synth.dflash_lines(400))
+
+
+def append(path: Path, lines: list[str], end: str = "\n") -> None:
+    with open(path, "a") as h:
+        h.write("\n".join(lines) + end)
+
+
+def test_watch_file_through_rotation_and_truncation(tmp_path: Path) -> None:
+    path = tmp_path / "train.log"
+    w = Proc(str(path), "--json")
+    try:
+        time.sleep(0.8)  # the file does not exist yet
+        append(path, LINES[:100])
+        time.sleep(0.8)
+        append(path, LINES[100:150], end="")  # a partial last line...
+        time.sleep(0.8)
+        append(path, [""] + LINES[150:200])  # ...completed later
+        time.sleep(0.8)
+        os.rename(path, tmp_path / "train.log.1")  # rotation
+        append(path, LINES[200:300])
+        time.sleep(0.8)
+        with open(path, "w") as h:  # copytruncate
+            h.write("\n".join(LINES[300:350]) + "\n")
+        time.sleep(0.8)
+        nan = LINES[350].replace("loss=", "loss=nan x=").split(" x=")[0] + " acc=0.1"
+        append(path, [nan] + LINES[351:360])
+        ev = w.next_event()
+        assert (ev["event"], ev["finding"]["kind"], ev["finding"]["start_step"]) == \
+            ("appeared", "nonfinite", 350)
+    finally:
+        code, summary, err = w.stop()
+    assert code == 130
+    assert summary["event"] == "summary" and summary["interrupted"] is True
+    # every line counted once: 360 lines written (the partial line joined its rest)
+    assert summary["lines"] == {"total": 360, "parsed": 360, "skipped": 0, "blank": 0}
+    assert "360 lines (360 parsed" in err and "interrupted" in err
+
+
+def test_watch_stdin_exit_on_error() -> None:
+    lines = LINES[:120] + ["[2026-05-15 21:00:00] step=120 loss=nan acc=0.1"] + LINES[121:200]
+    proc = subprocess.run([sys.executable, "-m", "losslens", "watch", "-", "--json", "--exit-on",
+                           "error"], input="\n".join(lines) + "\n", capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 1
+    events = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert events[0]["event"] == "appeared" and events[0]["finding"]["kind"] == "nonfinite"
+    assert events[-1]["event"] == "summary"
+
+
+def test_watch_stdin_clean_exits_0() -> None:
+    proc = subprocess.run([sys.executable, "-m", "losslens", "watch", "-", "--exit-on", "error"],
+                          input="\n".join(LINES[:300]) + "\n", capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    assert "300 lines (300 parsed, 0 skipped, 0 blank); 0 alert event(s)" in proc.stderr
+
+
+@pytest.mark.parametrize("bad", ["window = -1", "colour = 1", "[watch]\nspeed = 2",
+                                 "[detectors.spike]\nz = 'high'"])
+def test_config_errors_name_the_key(tmp_path: Path, bad: str) -> None:
+    (tmp_path / "losslens.toml").write_text(bad + "\n")
+    proc = subprocess.run([sys.executable, "-m", "losslens", "check", "x.log"], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    line = proc.stderr.strip()
+    assert line.startswith("losslens: error: losslens.toml: ") and "Traceback" not in line
+    key = {"window = -1": "'window'", "colour = 1": "'colour'", "[watch]\nspeed = 2": "'watch.speed'",
+           "[detectors.spike]\nz = 'high'": "'detectors.spike.z'"}[bad]
+    assert key in line
