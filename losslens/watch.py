@@ -206,8 +206,12 @@ class Watcher:
             del self.sink.train[:]
 
     def analyse(self, now: float | None = None) -> list[Event]:
-        """Re-analyse the window; the alert events this produces."""
+        """Re-analyse the window; the alert events this produces. With no new record since the
+        last analysis, only the detectors with findings still to confirm run again (fast)."""
         now = time.time() if now is None else now
+        only = None
+        if self.new_records == 0:
+            only = {a.finding.kind for a in self.active.values() if not a.announced or a.missing}
         self.new_records = 0
         if not self.train and not self.evals:
             return []
@@ -218,9 +222,11 @@ class Watcher:
             log = _assemble(self.source, self.format.name if self.format else "?", sink, acc)
         except LossLensError:  # no record in the window yet: nothing to say
             return []
-        self.report = analyze(log, detectors=self.registry, ignore=self.ignore)
+        registry = self.registry if only is None else tuple(d for d in self.registry if d.name in only)
+        self.report = analyze(log, detectors=registry, ignore=self.ignore)
         events: list[Event] = []
-        seen = set()
+        # findings of detectors that did not run this time are left as they were
+        seen = {k for k, a in self.active.items() if only is not None and a.finding.kind not in only}
         for f in self.report.findings:
             key = identity(f)
             seen.add(key)

@@ -88,7 +88,8 @@ def test_version_and_module_entry() -> None:
 
 def test_readme_formats_table_matches_registry() -> None:
     readme = (ROOT / "README.md").read_text()
-    table = re.findall(r"^\| `([\w-]+)` \|", readme.split("## Formats", 1)[1], re.M)
+    section = readme.split("## Formats", 1)[1].split("\n## ", 1)[0]
+    table = re.findall(r"^\| `([\w-]+)` \|", section, re.M)
     assert table[1:] == [f.name for f in FORMATS]
 
 
@@ -118,3 +119,27 @@ def test_cli_start_up_loads_neither_scipy_nor_torch() -> None:
             "print(','.join(bad))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == ""
+
+
+def test_readme_config_reference_matches_code() -> None:
+    from losslens.config import reference
+
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("<!-- config-reference:", 1)[1].split("<!-- end config-reference -->")[0]
+    assert block.split("\n", 1)[1].strip() == reference().strip()
+
+
+def test_config_file_and_precedence(tmp_path) -> None:
+    from losslens.config import load
+
+    (tmp_path / "pyproject.toml").write_text('[tool.losslens]\nfail_on = "warning"\n'
+                                             '[tool.losslens.detectors.spike]\nz = 12\n')
+    s = load(None, cwd=tmp_path)
+    assert s.fail_on == "warning" and s.source == "pyproject.toml [tool.losslens]"
+    spike = next(d for d in s.registry() if d.name == "spike")
+    assert spike.z == 12.0
+    (tmp_path / "losslens.toml").write_text('fail_on = "info"\n')
+    assert load(None, cwd=tmp_path).fail_on == "info"  # losslens.toml before pyproject
+    result = runner.invoke(app, ["check", "--config", str(tmp_path / "losslens.toml"), "--fail-on",
+                                 "error", str(FIXTURES / "olmo_console.log")])
+    assert result.exit_code == 0  # the command line wins over the file
