@@ -34,8 +34,10 @@ SNIFF_AFTER = 20  # non-blank lines before the format is guessed
 class Follower:
     """Yields complete lines of ``path`` as they are appended, across rotation and truncation."""
 
-    def __init__(self, path: str, interval: float = 0.5):
+    def __init__(self, path: str, interval: float = 0.5, max_bytes: int = 1 << 20):
         self.path = path
+        self.max_bytes = max_bytes  # read at most this much per poll: memory stays flat
+        self.more = False  # the last poll stopped at max_bytes: poll again without waiting
         self.interval = interval
         self.file: Any = None
         self.ident: tuple[int, int] | None = None
@@ -52,8 +54,8 @@ class Follower:
         self.file, self.ident, self.offset = f, (st.st_dev, st.st_ino), 0
         return True
 
-    def _drain(self) -> bytes:
-        data = self.file.read()
+    def _drain(self, limit: int = -1) -> bytes:
+        data = self.file.read(limit)
         self.offset += len(data)
         return data
 
@@ -69,7 +71,7 @@ class Follower:
             now, st = None, None
         if now is not None and now != self.ident:
             # rotated or recreated: finish the old file, then start the new one from its top
-            chunks.append(self._drain())
+            chunks.append(self._drain())  # the old file's rest, whole: it will not grow again
             self._flush_partial(chunks)
             self.file.close()
             self.events.append("rotated")
@@ -79,7 +81,8 @@ class Follower:
             self.offset = 0
             self.partial = b""
             self.events.append("truncated")
-        chunks.append(self._drain())
+        chunks.append(self._drain(self.max_bytes))
+        self.more = len(chunks[-1]) == self.max_bytes
         data = self.partial + b"".join(chunks)
         cut = data.rfind(b"\n") + 1
         self.partial = data[cut:]
@@ -281,6 +284,7 @@ def lines_from(path: str, interval: float, stop: threading.Event) -> Iterator[li
     try:
         while not stop.is_set():
             yield follower.poll()
-            stop.wait(interval)
+            if not follower.more:
+                stop.wait(interval)
     finally:
         follower.close()
