@@ -72,10 +72,20 @@ class Multimodal(Detector):
         weights, means, sds = weights[keep], means[keep], sds[keep]
         if len(means) < 2:
             return []
-        # adjacent modes must stand apart (Ashman's D) with a real valley in the density between
-        seps = [_ashman(means, sds, i) for i in range(len(means) - 1)]
-        if not self._valleys(x, means, float(sds.min())):
+        # adjacent modes need a real valley in the density between them, else they are one band
+        while len(means) > 1:
+            flat = [i for i in range(len(means) - 1)
+                    if not self._valley(x, means[i], means[i + 1], float(sds.min()))]
+            if not flat:
+                break
+            i = flat[0]
+            merged = _merge(weights[i:i + 2], means[i:i + 2], sds[i:i + 2], math.inf)
+            weights = np.concatenate([weights[:i], merged[0], weights[i + 2:]])
+            means = np.concatenate([means[:i], merged[1], means[i + 2:]])
+            sds = np.concatenate([sds[:i], merged[2], sds[i + 2:]])
+        if len(means) < 2:
             return []
+        seps = [_ashman(means, sds, i) for i in range(len(means) - 1)]
         level = float(np.median(trend))
         ratio_scale = np.nanmin(v) > 0
         centres = means * level if ratio_scale else means + level
@@ -109,23 +119,15 @@ class Multimodal(Detector):
         return [Finding(self.name, Severity.ERROR if strong else Severity.WARNING, series.metric,
                         int(steps[0]), int(steps[-1]), summary, evidence, series.segment)]
 
-    def _valleys(self, x: np.ndarray, means: np.ndarray, scale: float) -> bool:
-        """A kernel density estimate dips between every pair of adjacent modes (bandwidth by
-        Silverman's rule on the narrowest band's spread: the whole sample's would blur bands)."""
+    def _valley(self, x: np.ndarray, a: float, b: float, scale: float) -> bool:
+        """A kernel density estimate dips between modes ``a`` and ``b`` (bandwidth by Silverman's
+        rule on the narrowest band's spread: the whole sample's would blur the bands)."""
         bw = 1.06 * scale * len(x) ** -0.2
         if bw <= 0:
             return False
-        sample = x if len(x) <= 4000 else x[np.linspace(0, len(x) - 1, 4000).astype(int)]
-
-        def density(points: np.ndarray) -> np.ndarray:
-            z = (points[:, None] - sample[None, :]) / bw
-            return np.exp(-0.5 * z * z).sum(axis=1)
-
-        for a, b in zip(means[:-1], means[1:], strict=True):
-            grid = np.linspace(a, b, 64)
-            dens = density(grid)
-            valley = float(dens[8:-8].min()) if len(dens) > 16 else float(dens.min())
-            peaks = min(float(dens[:8].max()), float(dens[-8:].max()))
-            if peaks <= 0 or valley > self.max_valley * peaks:
-                return False
-        return True
+        grid = np.linspace(a, b, 64)
+        z = (grid[:, None] - x[None, :]) / bw
+        dens = np.exp(-0.5 * z * z).sum(axis=1)
+        valley = float(dens[8:-8].min())
+        peaks = min(float(dens[:8].max()), float(dens[-8:].max()))
+        return peaks > 0 and valley <= self.max_valley * peaks
