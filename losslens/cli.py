@@ -226,6 +226,94 @@ def watch(
     raise typer.Exit(code)
 
 
+SEED_BOUNDS = "0,770,1216,1728,2432,3296,8193"
+
+
+@app.command()
+def replay(
+    lengths: Annotated[str, typer.Option("--lengths", help="Per-sample lengths: .npy, text (one per "
+                                         "line), Parquet/Arrow/CSV column, or a HF save_to_disk folder.")],
+    bounds: Annotated[str, typer.Option("--bounds", help="Bucket edges, exclusive upper bounds: "
+                                        "bucket k holds b_k <= length < b_k+1.")] = SEED_BOUNDS,
+    token_budget: Annotated[int, typer.Option("--token-budget")] = 49152,
+    max_batch_size: Annotated[int, typer.Option("--max-batch-size")] = 64,
+    max_seq_len: Annotated[int, typer.Option("--max-seq-len")] = 8192,
+    bs_from: Annotated[str, typer.Option("--bs-from", help="Batch size per bucket from budget // "
+                                         "exclusive bound ('bound', 49152//8193=5) or // (bound-1) "
+                                         "('max', 49152//8192=6).")] = "bound",
+    strategy: Annotated[str, typer.Option("--strategy")] = "bucketed-shuffle",
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    epochs: Annotated[int, typer.Option("--epochs")] = 1,
+    grad_accum: Annotated[int, typer.Option("--grad-accum")] = 1,
+    world_size: Annotated[int, typer.Option("--world-size", help="Data-parallel ranks (batch j "
+                                            "goes to rank j mod W).")] = 1,
+    column: Annotated[str, typer.Option("--column")] = "seq_len",
+    log: Annotated[str | None, typer.Option("--log", help="Correlate the loss of this log with "
+                                            "the replayed batch composition.")] = None,
+    step_offset: Annotated[int, typer.Option("--step-offset", help="Logged step of replayed step 0.")] = 0,
+    null_seeds: Annotated[int, typer.Option("--null-seeds", help="Seeds for the Monte-Carlo p-value.")] = 99,
+    compare: Annotated[bool, typer.Option("--compare", help="Run every strategy on the same "
+                                          "lengths.")] = False,
+    optimize_bounds: Annotated[int | None, typer.Option(
+        "--optimize-bounds", metavar="K", help="Find K bucket bounds maximising padding efficiency.")] = None,
+    device: Annotated[str, typer.Option("--device", help="auto|cpu|cuda")] = "auto",
+    out_file: Annotated[str | None, typer.Option("--out", help="Per-batch table (.parquet or .csv).")] = None,
+    json: JsonOpt = False,
+) -> None:
+    """Rebuild the batch/bucket sequence a batching strategy fed the model; correlate, compare."""
+    with user_errors():
+        from losslens.replay import STRATEGIES, Plan, batch_table, load_lengths
+        from losslens.replay import replay as run_replay
+        from losslens.reporters import replay_view
+
+        if strategy not in STRATEGIES:
+            raise UsageError(f"unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
+        if device not in ("auto", "cpu", "cuda") or bs_from not in ("bound", "max"):
+            raise UsageError("--device is auto, cpu or cuda; --bs-from is bound or max")
+        try:
+            edges = tuple(int(x) for x in bounds.split(","))
+        except ValueError:
+            raise UsageError(f"--bounds must be comma-separated integers, got {bounds!r}") from None
+        if len(edges) < 2 or any(b <= a for a, b in zip(edges, edges[1:], strict=False)):
+            raise UsageError(f"--bounds must increase: {bounds}")
+        if edges[-1] <= max_seq_len:
+            raise UsageError(f"the last bound ({edges[-1]}) must exceed --max-seq-len ({max_seq_len}): "
+                             "bounds are exclusive")
+        if min(token_budget, max_batch_size, epochs, grad_accum, world_size) < 1:
+            raise UsageError("--token-budget, --max-batch-size, --epochs, --grad-accum and --world-size "
+                             "must be >= 1")
+        lens = load_lengths(lengths, column)
+        steps = loss = None
+        if log is not None:
+            from losslens.logs import read_log
+
+            data = read_log(log)
+            if "loss" not in data.train.columns:
+                raise UsageError("no loss metric in this log", source=log)
+            steps, loss = data.train["step"].to_numpy(), data.train["loss"].cast(float).to_numpy()
+        plan = Plan(edges, token_budget, max_batch_size, max_seq_len, bs_from)
+        progress = None if json or not err.is_terminal else (lambda m: err.print(m, style="dim"))
+        report, eps = run_replay(lens, plan, strategy, seed, epochs, grad_accum, world_size, device,
+                                 compare, optimize_bounds, steps, loss, step_offset, null_seeds, progress)
+        if log is not None and "correlation" in report:
+            from losslens.analyze import analyze as run_analysis
+            from losslens.replay.correlate import attribute
+
+            found = attribute(run_analysis(data).findings, report["correlation"])
+            report["findings"] = [f.as_dict() for f in found]
+        if out_file:
+            table = batch_table(eps, grad_accum, world_size)
+            table.write_parquet(out_file) if out_file.endswith(".parquet") else table.write_csv(out_file)
+        if json:
+            import json as jsonlib
+
+            from losslens.findings import jsonable
+
+            print(jsonlib.dumps(jsonable(report), allow_nan=False))
+        else:
+            out.print(replay_view.render(report))
+
+
 @app.command()
 def formats() -> None:
     """List the log formats losslens reads, with one example line each."""

@@ -283,3 +283,14 @@ def starved_queue(n: int = 1000, start: int = 600, length: int = 60, seed: int =
     q[start:start + length] = 0
     return Curve(np.arange(n), _decay(n) * np.exp(rng.normal(0, 0.02, n)),
                  {"kind": "pipeline_stall", "start": start}), q
+
+
+def bucket_dependent_log(mean_len_per_step: np.ndarray, strength: float = 0.5, seed: int = 0
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, loss) whose level follows each step's replayed mean batch length (planted
+    dependence); ``strength`` 0 gives a loss that ignores the batches."""
+    rng = np.random.default_rng(seed)
+    n = len(mean_len_per_step)
+    z = (mean_len_per_step - mean_len_per_step.mean()) / (mean_len_per_step.std() or 1.0)
+    loss = _decay(n, 2.0, 1.0, 500.0) * np.exp(strength * 0.1 * z + rng.normal(0, 0.05, n))
+    return np.arange(n), loss

@@ -1,0 +1,97 @@
+"""Replay: rebuild the batch/bucket sequence a run fed its model, correlate it with the loss,
+compare strategies and choose bucket bounds. torch is imported here only (never at CLI start)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from losslens.replay.bounds import bound_efficiency, optimize_bounds
+from losslens.replay.lengths import load_lengths
+from losslens.replay.stats import order_stats
+from losslens.replay.strategies import EXACTNESS, STRATEGIES, Epoch, Plan, build_epochs
+
+SCHEMA = "losslens.replay/1"
+
+__all__ = ["EXACTNESS", "SCHEMA", "STRATEGIES", "Epoch", "Plan", "batch_table", "build_epochs",
+           "load_lengths", "pick_device", "replay"]
+
+
+def pick_device(name: str = "auto") -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        from losslens.errors import UsageError
+
+        raise UsageError("--device cuda: no CUDA device is available here (use auto or cpu)")
+    return torch.device(name)
+
+
+def batch_table(epochs: list[Epoch], grad_accum: int = 1, world_size: int = 1):
+    """Per-batch polars table: epoch, index, step, rank, bucket, samples, lengths, tokens."""
+    import polars as pl
+
+    parts = []
+    start = 0
+    per = max(1, grad_accum * world_size)
+    for e, ep in enumerate(epochs):
+        n = ep.n
+        glob = np.arange(start, start + n)
+        parts.append(pl.DataFrame({
+            "epoch": np.full(n, e), "batch": np.arange(n), "step": glob // per,
+            "rank": glob % max(1, world_size), "bucket": ep.bucket.cpu().numpy(),
+            "samples": ep.size.cpu().numpy(), "max_len": ep.max_len.cpu().numpy(),
+            "mean_len": (ep.tokens.double() / ep.size.double()).cpu().numpy(),
+            "tokens": ep.tokens.cpu().numpy(), "padded_tokens": (ep.size * ep.max_len).cpu().numpy()}))
+        start += n
+    return pl.concat(parts)
+
+
+def replay(lengths: np.ndarray, plan: Plan, strategy: str = "bucketed-shuffle", seed: int = 0,
+           epochs: int = 1, grad_accum: int = 1, world_size: int = 1, device: str = "auto",
+           compare: bool = False, optimize: int | None = None, log_steps: np.ndarray | None = None,
+           log_loss: np.ndarray | None = None, step_offset: int = 0, null_seeds: int = 99,
+           progress: Callable[[str], None] | None = None) -> tuple[dict, list[Epoch]]:
+    """The replay report (JSON-ready, schema losslens.replay/1) and the chosen strategy's epochs."""
+    dev = pick_device(device)
+    lens = torch.from_numpy(np.minimum(lengths, plan.max_seq_len)).to(dev)
+    names = list(STRATEGIES) if compare else [strategy]
+    entries, chosen = [], None
+    for name in names:
+        if progress:
+            progress(f"replaying {name}")
+        eps = build_epochs(name, lens, plan, seed, epochs)
+        if name == strategy:
+            chosen = eps
+        stats = order_stats(eps, plan, grad_accum, world_size)
+        entries.append({"name": name, "exactness": EXACTNESS[name], **stats})
+    report: dict = {"schema": SCHEMA, "samples": int(len(lengths)), "device": str(dev),
+                    "plan": {"bounds": list(plan.bounds), "token_budget": plan.token_budget,
+                             "max_batch_size": plan.max_batch_size, "max_seq_len": plan.max_seq_len,
+                             "bucket_batch_size": plan.bucket_batch_sizes(), "bs_from": plan.bs_from},
+                    "strategy": strategy, "seed": seed, "epochs": epochs, "grad_accum": grad_accum,
+                    "world_size": world_size, "strategies": entries}
+    if chosen is None:
+        chosen = build_epochs(strategy, lens, plan, seed, epochs)
+    clipped = np.minimum(lengths, plan.max_seq_len)
+    if optimize:
+        if progress:
+            progress(f"optimising {optimize} bucket bounds")
+        bounds = optimize_bounds(clipped, optimize)
+        better = Plan(tuple(bounds), plan.token_budget, plan.max_batch_size, plan.max_seq_len, plan.bs_from)
+        st = order_stats(build_epochs(strategy, lens, better, seed, 1), better)
+        report["optimized_bounds"] = {
+            "bounds": bounds, "padding_efficiency": round(bound_efficiency(clipped, bounds), 4),
+            "given_padding_efficiency": round(bound_efficiency(clipped, list(plan.bounds)), 4),
+            "bucket_batch_share": st["bucket_batch_share"], "batches_per_epoch": st["batches_per_epoch"],
+            "objective": "padding to each bucket's longest sample (Σℓ / Σ n_k·max_k)"}
+    if log_steps is not None and log_loss is not None:
+        if progress:
+            progress(f"correlating with the log ({null_seeds} null seeds)")
+        from losslens.replay.correlate import correlate
+
+        report["correlation"] = correlate(log_steps, log_loss, strategy, lens, plan, seed, epochs,
+                                          grad_accum, world_size, step_offset, null_seeds)
+    return report, chosen

@@ -1,0 +1,84 @@
+"""Per-sample lengths in: .npy, text (one per line), Parquet/Arrow/CSV column, or a Hugging Face
+``save_to_disk`` folder read directly (no ``datasets`` dependency)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from losslens.errors import InputError
+
+DEFAULT_COLUMN = "seq_len"
+
+
+def load_lengths(path: str | Path, column: str = DEFAULT_COLUMN) -> np.ndarray:
+    """Lengths as int64; InputError naming the file for a missing column or a bad length."""
+    import polars as pl
+
+    p = Path(path)
+    name = str(p)
+    if not p.exists():
+        raise InputError("no such file or folder", source=name)
+    try:
+        if p.is_dir():
+            values = _hf_folder(p, column)
+        elif p.suffix == ".npy":
+            values = np.load(p, allow_pickle=False)
+        elif p.suffix in (".parquet", ".pq"):
+            values = _column(pl.read_parquet(p), column, name)
+        elif p.suffix in (".arrow", ".feather", ".ipc"):
+            try:
+                frame = pl.read_ipc(p)
+            except pl.exceptions.PolarsError:
+                frame = pl.read_ipc_stream(p)
+            values = _column(frame, column, name)
+        elif p.suffix == ".csv":
+            values = _column(pl.read_csv(p), column, name)
+        else:  # plain text, one length per line
+            values = pl.read_csv(p, has_header=False, new_columns=["v"], infer_schema_length=0)["v"]
+            values = values.str.strip_chars().cast(pl.Int64, strict=False)
+            bad = values.is_null()
+            if bad.any():
+                at = int(bad.arg_true()[0])
+                raise InputError(f"not a whole number: {p.read_text().splitlines()[at]!r}",
+                                 source=name, line=at + 1)
+            values = values.to_numpy()
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read lengths: {exc}", source=name) from None
+    except pl.exceptions.PolarsError as exc:
+        raise InputError(f"cannot read lengths: {str(exc).splitlines()[0]}", source=name) from None
+    arr = np.asarray(values)
+    if arr.ndim != 1 or arr.size == 0:
+        raise InputError("expected a non-empty 1-D list of lengths", source=name)
+    if not np.issubdtype(arr.dtype, np.number):
+        raise InputError(f"lengths must be numbers, got {arr.dtype}", source=name)
+    bad = np.flatnonzero(~(arr > 0))
+    if bad.size:
+        raise InputError(f"length {arr[bad[0]]} at sample {int(bad[0])} is not positive "
+                         f"({bad.size} such samples)", source=name)
+    return arr.astype(np.int64)
+
+
+def _column(frame, column: str, name: str) -> np.ndarray:
+    if column not in frame.columns:
+        raise InputError(f"no column {column!r} (found: {', '.join(frame.columns)}); pass --column",
+                         source=name)
+    return frame[column].to_numpy()
+
+
+def _hf_folder(folder: Path, column: str) -> np.ndarray:
+    """A `datasets` save_to_disk folder: state.json names Arrow stream files."""
+    import polars as pl
+
+    state = folder / "state.json"
+    files = sorted(folder.glob("data-*.arrow"))
+    if state.exists():
+        names = [f["filename"] for f in json.loads(state.read_text()).get("_data_files", [])]
+        files = [folder / n for n in names] or files
+    if not files:
+        raise InputError("no data-*.arrow files: not a Hugging Face save_to_disk folder",
+                         source=str(folder))
+    parts = [_column(pl.read_ipc_stream(f, columns=None), column, str(f)) for f in files]
+    return np.concatenate(parts)

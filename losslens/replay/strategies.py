@@ -1,0 +1,227 @@
+"""Batching strategies: rebuild the batches (and their length buckets) a run fed its model.
+
+Torch does the heavy, vectorised work (bucketing, shuffles, per-batch maxima); the only
+sequential part — greedy packing under a token budget with dynamic padding — is a short numpy
+loop over batches. Exactness (see ``EXACTNESS``): our RNG is torch's, seeded with seed + epoch;
+a run replays exactly only if its code drew its order the same way, otherwise the replay is
+statistical (same distribution of orders, not the same order).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import torch
+
+STRATEGIES = ("static-sorted", "random", "bucketed-shuffle", "stride-interleave", "hf-group-by-length")
+EXACTNESS = {
+    "static-sorted": "batch composition exact (deterministic); batch order statistical (seed + epoch)",
+    "random": "statistical (full shuffle each epoch, then greedy packing)",
+    "bucketed-shuffle": "statistical (shuffle within buckets, pack, shuffle all batches)",
+    "stride-interleave": ("bucket sequence exact (deterministic largest-deficit interleave); "
+                          "composition statistical"),
+    "hf-group-by-length": "exact when the run seeded torch's global RNG the same way; else statistical",
+}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How batches are packed. ``bounds`` are bucket edges: bucket k holds
+    bounds[k] <= length < bounds[k+1] (exclusive upper bound, as in the seed's [.., 8193])."""
+
+    bounds: tuple[int, ...]
+    token_budget: int = 49152
+    max_batch_size: int = 64
+    max_seq_len: int = 8192
+    bs_from: str = "bound"  # batch size from budget // exclusive bound ('bound') or // (bound - 1)
+
+    @property
+    def k(self) -> int:
+        return len(self.bounds) - 1
+
+    def bucket_batch_sizes(self) -> list[int]:
+        """Samples per batch in each bucket: min(max_batch_size, budget // divisor); the seed's
+        49152 // 8193 = 5 ('bound') vs 49152 // 8192 = 6 ('max')."""
+        div = [b - (1 if self.bs_from == "max" else 0) for b in self.bounds[1:]]
+        return [max(1, min(self.max_batch_size, self.token_budget // max(1, d))) for d in div]
+
+
+@dataclass
+class Epoch:
+    """One epoch's batches in feed order."""
+
+    bucket: torch.Tensor  # (n_batches,) bucket of each batch (of its longest sample)
+    size: torch.Tensor  # (n_batches,) samples per batch
+    max_len: torch.Tensor  # (n_batches,)
+    tokens: torch.Tensor  # (n_batches,) real tokens
+    samples: torch.Tensor  # (n_samples,) sample ids in feed order
+    offsets: torch.Tensor  # (n_batches + 1,) where each batch starts in ``samples``
+
+    @property
+    def n(self) -> int:
+        return int(self.bucket.numel())
+
+
+def bucketize(lengths: torch.Tensor, plan: Plan) -> torch.Tensor:
+    edges = torch.tensor(plan.bounds[1:-1], dtype=lengths.dtype, device=lengths.device)
+    return torch.bucketize(lengths, edges, right=True)  # (n,) 0..K-1
+
+
+def _gen(seed: int, device: torch.device) -> torch.Generator:
+    return torch.Generator(device=device).manual_seed(int(seed))
+
+
+def _from_groups(lengths: torch.Tensor, order: torch.Tensor, batch_id: torch.Tensor, n_batches: int,
+                 plan: Plan, batch_order: torch.Tensor | None) -> Epoch:
+    """Per-batch tables from samples in ``order`` with their batch ids (ascending)."""
+    dev = lengths.device
+    lens = lengths[order]
+    size = torch.bincount(batch_id, minlength=n_batches)
+    tokens = torch.zeros(n_batches, dtype=torch.int64, device=dev).scatter_add_(0, batch_id, lens)
+    max_len = torch.zeros(n_batches, dtype=torch.int64, device=dev).scatter_reduce_(
+        0, batch_id, lens, reduce="amax", include_self=False)
+    bucket = bucketize(max_len, plan)
+    offsets = torch.zeros(n_batches + 1, dtype=torch.int64, device=dev)
+    offsets[1:] = torch.cumsum(size, 0)
+    if batch_order is not None:  # reorder batches, and the samples with them
+        starts, sizes = offsets[:-1][batch_order], size[batch_order]
+        new_off = torch.zeros_like(offsets)
+        new_off[1:] = torch.cumsum(sizes, 0)
+        idx = torch.repeat_interleave(starts - new_off[:-1], sizes) + torch.arange(
+            int(sizes.sum()), device=dev)
+        order, size, tokens, max_len, bucket, offsets = (order[idx], sizes, tokens[batch_order],
+                                                          max_len[batch_order], bucket[batch_order], new_off)
+    return Epoch(bucket, size, max_len, tokens, order, offsets)
+
+
+def _greedy_sizes(lens: np.ndarray, budget: int, max_bs: int) -> np.ndarray:
+    """Greedy packing with dynamic padding: a batch grows while count × max length <= budget."""
+    sizes = []
+    i, n = 0, len(lens)
+    steps = np.arange(1, max_bs + 1)
+    while i < n:
+        w = lens[i:i + max_bs]
+        ok = np.maximum.accumulate(w) * steps[:len(w)] <= budget
+        k = len(w) if ok.all() else max(1, int(np.argmin(ok)))
+        sizes.append(k)
+        i += k
+    return np.asarray(sizes, dtype=np.int64)
+
+
+def _packed(lengths: torch.Tensor, order: torch.Tensor, plan: Plan, batch_order_seed: int | None
+            ) -> Epoch:
+    sizes = torch.from_numpy(_greedy_sizes(lengths[order].cpu().numpy(), plan.token_budget,
+                                           plan.max_batch_size)).to(lengths.device)
+    n_b = int(sizes.numel())
+    batch_id = torch.repeat_interleave(torch.arange(n_b, device=lengths.device), sizes)
+    perm = None
+    if batch_order_seed is not None:
+        perm = torch.randperm(n_b, generator=_gen(batch_order_seed, lengths.device), device=lengths.device)
+    return _from_groups(lengths, order, batch_id, n_b, plan, perm)
+
+
+def _bucketed(lengths: torch.Tensor, plan: Plan, seed: int, interleave: bool) -> Epoch:
+    dev = lengths.device
+    g = _gen(seed, dev)
+    b = bucketize(lengths, plan)
+    perm = torch.randperm(lengths.numel(), generator=g, device=dev)
+    order = perm[torch.sort(b[perm], stable=True).indices]  # grouped by bucket, shuffled inside
+    bs = torch.tensor(plan.bucket_batch_sizes(), device=dev)
+    counts = torch.bincount(b, minlength=plan.k)
+    start = torch.cumsum(counts, 0) - counts
+    bo = b[order]
+    local = (torch.arange(order.numel(), device=dev) - start[bo]) // bs[bo]
+    n_k = (counts + bs - 1) // bs
+    first = torch.cumsum(n_k, 0) - n_k
+    batch_id = first[bo] + local
+    n_b = int(n_k.sum())
+    if interleave:
+        # largest-deficit interleave (Megatron's blending): buckets run dry together and a
+        # bucket with share p never runs longer than about ceil(1 / (1 - p)) batches
+        seq = torch.tensor(_largest_deficit(tuple(n_k.tolist())), device=dev)
+        batch_order = torch.empty(n_b, dtype=torch.int64, device=dev)
+        # batch ids are bucket-major, so the i-th position of bucket k takes batch first[k] + i
+        batch_order[torch.sort(seq, stable=True).indices] = torch.arange(n_b, device=dev)
+    else:
+        batch_order = torch.randperm(n_b, generator=g, device=dev)
+    return _from_groups(lengths, order, batch_id, n_b, plan, batch_order)
+
+
+@lru_cache(maxsize=16)
+def _largest_deficit(counts: tuple[int, ...]) -> list[int]:
+    """The bucket of each position: next = argmax_k (share_k · t − taken_k), among non-empty."""
+    total = sum(counts)
+    share = [c / total for c in counts]
+    taken = [0] * len(counts)
+    out = []
+    for t in range(1, total + 1):
+        best, k = -1e18, -1
+        for i, c in enumerate(counts):
+            if taken[i] < c:
+                d = share[i] * t - taken[i]
+                if d > best:
+                    best, k = d, i
+        out.append(k)
+        taken[k] += 1
+    return out
+
+
+def _hf_grouped(lengths: torch.Tensor, plan: Plan, seed: int) -> Epoch:
+    """transformers' get_length_grouped_indices: mega-batches of mult × B random samples, each
+    sorted longest first; the global longest sample swapped to the very front."""
+    dev = lengths.device
+    n = lengths.numel()
+    bsz = plan.max_batch_size
+    mult = min(n // (4 * bsz), 50) or 1
+    m = mult * bsz
+    perm = torch.randperm(n, generator=_gen(seed, dev), device=dev)
+    mega = torch.arange(n, device=dev) // m
+    key = mega * (int(lengths.max()) + 1) + (int(lengths.max()) - lengths[perm])
+    order = perm[torch.sort(key, stable=True).indices]
+    k = int(torch.argmax(lengths[order[::m]]))  # the mega-batch whose head is the longest
+    if k:
+        order[0], order[k * m] = order[k * m].clone(), order[0].clone()
+    n_b = (n + bsz - 1) // bsz
+    batch_id = torch.arange(n, device=dev) // bsz
+    return _from_groups(lengths, order, batch_id, n_b, plan, None)
+
+
+class Sorted:
+    """static-sorted keeps its batches across epochs: built once, order shuffled per epoch."""
+
+    def __init__(self, lengths: torch.Tensor, plan: Plan):
+        order = torch.sort(lengths, stable=True).indices
+        self.base = _packed(lengths, order, plan, None)
+        self.lengths, self.plan = lengths, plan
+
+    def epoch(self, seed: int) -> Epoch:
+        e = self.base
+        perm = torch.randperm(e.n, generator=_gen(seed, e.bucket.device), device=e.bucket.device)
+        n_b = e.n
+        batch_id = torch.repeat_interleave(torch.arange(n_b, device=e.bucket.device), e.size)
+        return _from_groups(self.lengths, e.samples, batch_id, n_b, self.plan, perm)
+
+
+def build_epochs(strategy: str, lengths: torch.Tensor, plan: Plan, seed: int, epochs: int) -> list[Epoch]:
+    """The batches of ``epochs`` epochs in feed order (epoch e uses seed + e)."""
+    lengths = lengths.clamp(max=plan.max_seq_len)
+    if strategy == "static-sorted":
+        s = Sorted(lengths, plan)
+        return [s.epoch(seed + e) for e in range(epochs)]
+    out = []
+    for e in range(epochs):
+        if strategy == "random":
+            order = torch.randperm(lengths.numel(), generator=_gen(seed + e, lengths.device),
+                                   device=lengths.device)
+            out.append(_packed(lengths, order, plan, None))
+        elif strategy == "bucketed-shuffle":
+            out.append(_bucketed(lengths, plan, seed + e, interleave=False))
+        elif strategy == "stride-interleave":
+            out.append(_bucketed(lengths, plan, seed + e, interleave=True))
+        elif strategy == "hf-group-by-length":
+            out.append(_hf_grouped(lengths, plan, seed + e))
+        else:
+            raise ValueError(f"unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
+    return out

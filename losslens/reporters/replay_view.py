@@ -1,0 +1,48 @@
+"""The human view of a replay report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+
+def render(r: dict[str, Any]) -> Group:
+    p = r["plan"]
+    head = Text(f"{r['samples']:,} samples; bounds {p['bounds']}; budget {p['token_budget']}, "
+                f"≤{p['max_batch_size']}/batch → batch size per bucket {p['bucket_batch_size']} "
+                f"(from the {p['bs_from']}); {r['epochs']} epoch(s), seed {r['seed']}, "
+                f"grad-accum {r['grad_accum']}, world {r['world_size']}; device {r['device']}")
+    t = Table(title="strategies", title_justify="left")
+    for col in ("strategy", "batches/epoch", "bucket shares", "padding eff.", "budget use",
+                "max run", "runs≥4 /1000", "iid max run", "period"):
+        t.add_column(col, overflow="fold")
+    for e in r["strategies"]:
+        t.add_row(e["name"], f"{e['batches_per_epoch']:,.0f}",
+                  " ".join(f"{x:.2f}" for x in e["bucket_batch_share"]), f"{e['padding_efficiency']:.3f}",
+                  f"{e['budget_use']:.3f}", str(e["max_same_bucket_run"]), f"{e['runs_ge_4_per_1000']:.1f}",
+                  f"{e['expected_max_run_iid']:.0f}",
+                  f"{e['period_steps']} (acf {e['period_acf']})" if e["period_steps"] else "—")
+    parts: list[Any] = [head, t]
+    if "optimized_bounds" in r:
+        o = r["optimized_bounds"]
+        parts.append(Text(f"optimised bounds {o['bounds']}: padding efficiency {o['padding_efficiency']:.3f} "
+                          f"(given bounds {o['given_padding_efficiency']:.3f}); bucket shares "
+                          f"{' '.join(f'{x:.2f}' for x in o['bucket_batch_share'])}"))
+    if "correlation" in r:
+        c = r["correlation"]
+        if c.get("rho") is None:
+            parts.append(Text(f"correlation: {c.get('note')}", style="yellow"))
+        else:
+            tied = c["p_value"] < 0.01
+            parts.append(Text(
+                f"loss vs the replayed batch length: Spearman ρ={c['rho']:+.3f}, p={c['p_value']:.3g} over "
+                f"{c['null_seeds']} other seeds ({c['aligned_records']} records)"
+                + (": the loss follows the batch composition (cause: batch_composition)" if tied else
+                   ": no dependence on this order found"), style="bold red" if tied else "green"))
+    for f in r.get("findings", []):
+        parts.append(Text(f"{f['severity']} {f['kind']} [{f['metric']}] steps {f['start_step']}–"
+                          f"{f['end_step']}: {f['summary']}"))
+    return Group(*parts)
