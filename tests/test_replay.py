@@ -186,3 +186,14 @@ def test_replay_with_log_sets_ladder_cause(tmp_path) -> None:
     for f in rep["findings"]:
         if f["kind"] in ("ladder", "multimodal"):
             assert f["evidence"]["cause"] == "batch_composition"
+
+
+def test_hash_keys_give_permutations_and_are_deterministic() -> None:
+    from losslens.replay.stats import hash_keys
+
+    rows = torch.arange(8)
+    k1, k2 = hash_keys(3, rows, 1000), hash_keys(3, rows, 1000)
+    assert torch.equal(k1, k2) and bool((k1 >= 0).all())
+    perms = torch.argsort(k1, dim=1)
+    assert all(torch.equal(torch.sort(p).values, torch.arange(1000)) for p in perms)
+    assert len({tuple(p[:20].tolist()) for p in perms}) == 8  # different orders per seed row

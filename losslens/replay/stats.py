@@ -32,15 +32,30 @@ def max_runs(rows: torch.Tensor) -> torch.Tensor:
     return out.scatter_reduce_(0, row_of_run, counts, reduce="amax", include_self=False)
 
 
+MASK63 = (1 << 63) - 1
+
+
+def hash_keys(seed: int, rows: torch.Tensor, n: int) -> torch.Tensor:
+    """Counter-based random keys (splitmix64 finaliser on int64, logical shifts emulated): the
+    same numbers on CPU and CUDA, so Monte-Carlo results do not depend on the device."""
+    dev = rows.device
+    col = torch.arange(n, device=dev, dtype=torch.int64)
+    x = (rows[:, None] * 0x100000001B3 + col[None, :] * 0x9E3779B9 + seed * 0x632BE59B) & MASK63
+    for mult, shift in ((0x3F58476D1CE4E5B9 & MASK63, 30), (0x14D049BB133111EB, 27)):
+        x = (x ^ ((x >> shift) & (MASK63 >> shift))) * mult
+        x = x & MASK63
+    return x ^ ((x >> 31) & (MASK63 >> 31))
+
+
 def shuffled_max_runs(labels: torch.Tensor, seeds: int, seed: int, chunk: int = 64) -> torch.Tensor:
-    """Monte-Carlo: the longest same-bucket run for ``seeds`` random orders of these batches."""
+    """Monte-Carlo: the longest same-bucket run for ``seeds`` random orders of these batches
+    (one order per seed; identical on every device)."""
     out = []
-    g = torch.Generator(device=labels.device).manual_seed(int(seed))
     for start in range(0, seeds, chunk):
         m = min(chunk, seeds - start)
-        keys = torch.rand(m, labels.numel(), generator=g, device=labels.device)
-        rows = labels[torch.argsort(keys, dim=1)]  # (m, n) one random order per row
-        out.append(max_runs(rows))
+        rows = torch.arange(start, start + m, device=labels.device, dtype=torch.int64)
+        order = torch.argsort(hash_keys(seed, rows, labels.numel()), dim=1, stable=True)
+        out.append(max_runs(labels[order]))  # (m, n) one random order per row
     return torch.cat(out)
 
 
@@ -88,17 +103,19 @@ def order_stats(epochs: list[Epoch], plan: Plan, grad_accum: int = 1, world_size
 
 
 def _period(x: torch.Tensor, max_lag: int = 200) -> tuple[int | None, float | None]:
-    """The lag (>= 2) with the highest autocorrelation of mean length per step."""
+    """The lag (>= 2) with the highest autocorrelation of mean length per step (via FFT)."""
     n = x.numel()
     if n < 8:
         return None, None
-    x = x - x.mean()
+    x = (x - x.mean()).double()
     denom = float((x * x).sum())
     if denom == 0:
         return None, None
-    lags = range(2, min(max_lag, n // 2) + 1)
-    acf = [float((x[:-k] * x[k:]).sum()) / denom for k in lags]
-    if not acf:
+    size = 1 << (2 * n - 1).bit_length()
+    f = torch.fft.rfft(x, n=size)
+    acf = torch.fft.irfft(f * f.conj(), n=size)[: min(max_lag, n // 2) + 1] / denom
+    if acf.numel() <= 2:
         return None, None
-    i = max(range(len(acf)), key=acf.__getitem__)
-    return (list(lags)[i], round(acf[i], 3)) if acf[i] > 0.3 else (None, round(acf[i], 3))
+    i = int(torch.argmax(acf[2:])) + 2
+    best = round(float(acf[i]), 3)
+    return (i, best) if best > 0.3 else (None, best)
