@@ -197,3 +197,20 @@ def test_hash_keys_give_permutations_and_are_deterministic() -> None:
     perms = torch.argsort(k1, dim=1)
     assert all(torch.equal(torch.sort(p).values, torch.arange(1000)) for p in perms)
     assert len({tuple(p[:20].tolist()) for p in perms}) == 8  # different orders per seed row
+
+
+def test_ladder_peaks_fall_in_long_bucket_runs() -> None:
+    """A loss that climbs while a run of long-bucket steps lasts: its peaks sit in long runs."""
+    rng = np.random.default_rng(1)
+    lens = torch.from_numpy(np.clip(rng.lognormal(6.5, 0.8, 20000), 16, 4000).astype(np.int64))
+    plan = Plan((0, 400, 800, 1600, 4001), token_budget=16000, max_batch_size=64, max_seq_len=4000)
+    _, bucket = step_table(build_epochs("bucketed-shuffle", lens, plan, 3, 1), 1, 1)
+    loss = np.empty(len(bucket))
+    level = 1.0
+    for i, b in enumerate(bucket):  # accumulate while the same bucket repeats, reset otherwise
+        level = level + 1.0 if i and b == bucket[i - 1] and b == 3 else 1.0
+        loss[i] = level * (1 + rng.normal(0, 0.01))
+    res = correlate(np.arange(len(loss)), loss, "bucketed-shuffle", lens, plan, 3, 1, null_seeds=99)
+    assert res["events"] >= 5
+    assert res["events_in_runs_ge_4"] > res["events_in_runs_null_mean"]
+    assert res["events_in_runs_p_value"] <= 0.01

@@ -36,7 +36,7 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
 
 def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch.Tensor, plan: Plan,
               seed: int, epochs: int, grad_accum: int = 1, world_size: int = 1, offset: int = 0,
-              null_seeds: int = 99, window: int = 201) -> dict:
+              null_seeds: int = 99, window: int = 201, run_k: int = 4) -> dict:
     """Align logged steps (minus ``offset``) with replayed steps and test the dependence."""
     mean_len, bucket = step_table(build_epochs(strategy, lengths, plan, seed, epochs), grad_accum,
                                   world_size)
@@ -49,15 +49,46 @@ def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch
     r, _ = detrend(y, window)
     rho = spearman(r, mean_len[idx])
     levels = {int(k): float(np.median(r[bucket[idx] == k])) for k in np.unique(bucket[idx])}
-    null = []
+    events = idx[_event_positions(y)]  # replayed steps of ladder peaks and spikes
+    in_runs = _in_long_runs(bucket, events, run_k)
+    null, null_runs = [], []
     for i in range(null_seeds):
-        other, _ = step_table(build_epochs(strategy, lengths, plan, seed + 10_000 + 97 * i, epochs),
-                              grad_accum, world_size)
+        other, other_bucket = step_table(build_epochs(strategy, lengths, plan, seed + 10_000 + 97 * i,
+                                                      epochs), grad_accum, world_size)
         null.append(spearman(r, other[idx]))
+        null_runs.append(_in_long_runs(other_bucket, events, run_k))
     p = (1 + sum(abs(x) >= abs(rho) for x in null)) / (1 + len(null))
-    return {"aligned_records": int(ok.sum()), "rho": round(rho, 4), "p_value": p,
-            "null_seeds": null_seeds, "null_rho_abs_95": round(float(np.quantile(np.abs(null), 0.95)), 4),
-            "loss_level_by_bucket": levels}
+    out = {"aligned_records": int(ok.sum()), "rho": round(rho, 4), "p_value": p,
+           "null_seeds": null_seeds, "null_rho_abs_95": round(float(np.quantile(np.abs(null), 0.95)), 4),
+           "loss_level_by_bucket": levels, "events": int(len(events))}
+    if len(events):
+        p_runs = (1 + sum(x >= in_runs for x in null_runs)) / (1 + len(null_runs))
+        out.update({f"events_in_runs_ge_{run_k}": round(in_runs, 4),
+                    "events_in_runs_null_mean": round(float(np.mean(null_runs)), 4),
+                    "events_in_runs_p_value": p_runs})
+    return out
+
+
+def _event_positions(y: np.ndarray) -> np.ndarray:
+    """Positions of ladder peaks and loss spikes in the aligned loss."""
+    from losslens.detectors.health import spikes
+    from losslens.detectors.ladder import find_episodes
+
+    pos = [e.peak for e in find_episodes(y)]
+    if len(y) > 8 and np.all(y > 0):
+        flagged, _, _ = spikes(y, 64, 8.0, 1.4, 3)
+        pos += np.flatnonzero(flagged).tolist()
+    return np.unique(np.asarray(pos, dtype=np.int64))
+
+
+def _in_long_runs(bucket: np.ndarray, at: np.ndarray, k: int) -> float:
+    """Share of the steps ``at`` that sit inside a run of >= k steps of the same bucket."""
+    if len(at) == 0:
+        return 0.0
+    change = np.concatenate([[True], bucket[1:] != bucket[:-1]])
+    run_id = np.cumsum(change) - 1
+    lengths = np.bincount(run_id)
+    return float(np.mean(lengths[run_id[at]] >= k))
 
 
 def attribute(findings: list, correlation: dict, alpha: float = 0.01) -> list:
