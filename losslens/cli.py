@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -105,6 +106,8 @@ def analyze(
                                                 "or above this severity (info|warning|error).")] = None,
     ignore: IgnoreOpt = None,
     config: ConfigOpt = None,
+    pick: Annotated[bool, typer.Option("--pick", help="Of the logs found, report only the one with "
+                                       "the most records (a run folder's main log).")] = False,
 ) -> None:
     """Post-mortem report: what was read, and the findings with steps, numbers and a likely cause."""
     from losslens.reporters import jsonl, text
@@ -113,7 +116,11 @@ def analyze(
         settings = _settings(config)
         threshold, kinds = _severity(fail_on), _ignore(ignore, settings)
         code = ExitCode.OK
-        for _, log, report in _reports(logs, format or settings.format, kinds, settings):
+        results = list(_reports(logs, format or settings.format, kinds, settings))
+        if pick:
+            ok = [r for r in results if r[2] is not None]
+            results = [max(ok, key=lambda r: r[2].steps["count"])] if ok else results
+        for _, log, report in results:
             if report is None or log is None:
                 code = ExitCode.ERROR
                 continue
@@ -201,6 +208,8 @@ def watch(
     view = live.View(watcher, json=json, console=out, err=err)
     stop = threading.Event()
     code = ExitCode.OK
+    if log != "-" and _record_source(log):
+        _watch_records(log, watcher, view, threshold, w["interval_s"])
     try:
         last = 0.0
         for batch in lines_from(log, w["interval_s"], stop):
@@ -312,6 +321,46 @@ def replay(
             print(jsonlib.dumps(jsonable(report), allow_nan=False))
         else:
             out.print(replay_view.render(report))
+
+
+def _record_source(path: str) -> bool:
+    from pathlib import Path
+
+    from losslens.logs.runs import is_event_file, is_mlflow_run
+
+    return is_mlflow_run(Path(path)) or (os.path.isfile(path) and is_event_file(path))
+
+
+def _watch_records(path: str, watcher, view, threshold, interval: float) -> None:
+    """Event files and MLflow run folders: re-read when they change, analyse, alert."""
+    from pathlib import Path
+
+    from losslens.logs import read_log
+
+    def signature() -> tuple:
+        p = Path(path)
+        files = [p] if p.is_file() else sorted(x for x in (p / "metrics").rglob("*") if x.is_file())
+        return tuple((str(f), f.stat().st_size) for f in files)
+
+    code, last, data = ExitCode.OK, None, None
+    try:
+        while True:
+            sig = signature()
+            unsettled = any(not a.announced or a.missing for a in watcher.active.values())
+            if sig != last or (unsettled and data is not None):
+                if sig != last:
+                    with user_errors():
+                        data = read_log(path)
+                    last = sig
+                code = max(code, view.show(watcher.analyse_log(data), threshold))
+                if code == ExitCode.FINDINGS:
+                    break
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        view.summary(interrupted=True)
+        raise typer.Exit(ExitCode.INTERRUPTED) from None
+    view.summary(interrupted=False)
+    raise typer.Exit(code)
 
 
 @app.command()

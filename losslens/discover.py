@@ -23,7 +23,12 @@ def expand(paths: list[str]) -> list[Target]:
         if p == "-" or os.path.isfile(p):
             out.append(Target(p, True))
         elif os.path.isdir(p):
-            out += [Target(f, False) for f in _logs_in(Path(p))]
+            from losslens.logs.runs import is_mlflow_run
+
+            if is_mlflow_run(Path(p)):
+                out.append(Target(p, True))
+            else:
+                out += [Target(f, False) for f in _logs_in(Path(p))]
         elif any(ch in p for ch in "*?["):
             out += [Target(f, True) for f in sorted(glob.glob(p, recursive=True)) if os.path.isfile(f)]
         else:
@@ -32,10 +37,18 @@ def expand(paths: list[str]) -> list[Target]:
 
 
 def _logs_in(folder: Path) -> list[str]:
+    """Log files below ``folder``; an MLflow run folder counts as one log, its metric files not
+    one each; TensorBoard event files are found by name."""
+    from losslens.logs.runs import is_mlflow_run
+
     found = []
     for root, dirs, files in os.walk(folder):
+        if is_mlflow_run(Path(root)):
+            found.append(root)
+            dirs[:] = []
+            continue
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
         for name in sorted(files):
-            if name.lower().endswith(LOG_SUFFIXES) or name == "metrics.csv":
+            if name.lower().endswith(LOG_SUFFIXES) or name == "metrics.csv" or "tfevents" in name:
                 found.append(os.path.join(root, name))
     return found

@@ -143,7 +143,7 @@ class Watcher:
         self.ignore = ignore
         self.confirm = confirm
         self.cooldown_s = cooldown_s
-        self.sink = Sink()
+        self.sink = Sink(source_name=os.path.basename(source))
         self.train: deque[dict] = deque(maxlen=window)
         self.evals: deque[dict] = deque(maxlen=max(100, window // 10))
         self.acc = Accounting()
@@ -225,6 +225,19 @@ class Watcher:
             log = _assemble(self.source, self.format.name if self.format else "?", sink, acc)
         except LossLensError:  # no record in the window yet: nothing to say
             return []
+        return self._debounce(log, now, only)
+
+    def analyse_log(self, log: Any, now: float | None = None) -> list[Event]:
+        """Re-analyse a whole re-read log (event files, MLflow runs: records, not lines)."""
+        now = time.time() if now is None else now
+        self.acc = log.lines
+        self.format = BY_NAME.get(log.format)
+        self.train = deque(log.train.tail(self.train.maxlen or 5000).iter_rows(named=True),
+                           maxlen=self.train.maxlen)
+        return self._debounce(log.__class__(**{**log.__dict__, "train": log.train.tail(
+            self.train.maxlen or 5000)}), now, None)
+
+    def _debounce(self, log: Any, now: float, only: set[str] | None) -> list[Event]:
         registry = self.registry if only is None else tuple(d for d in self.registry if d.name in only)
         self.report = analyze(log, detectors=registry, ignore=self.ignore)
         events: list[Event] = []

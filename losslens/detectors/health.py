@@ -237,8 +237,8 @@ class Plateau(Detector):
         d = max(5, n // 10)
         first, last = float(np.median(v[:d])), float(np.median(v[-d:]))
         improvement = (first - last) / abs(first) if first else 0.0
-        if improvement >= self.min_improvement:
-            return []
+        if abs(improvement) >= self.min_improvement:
+            return []  # improving, or getting worse (divergence's business): not flat
         lr = (series.context or {}).get("lr")
         if lr is not None and np.isfinite(lr).any():
             lr_ok = lr[np.isfinite(lr)]

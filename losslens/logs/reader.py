@@ -80,11 +80,40 @@ def read_log(path: str | os.PathLike[str], format: str | None = None) -> LogData
     """
     if format not in (None, "auto") and format not in BY_NAME:
         raise UsageError(f"unknown format {format!r} (known: auto, {', '.join(BY_NAME)})")
+    run = _read_run(os.fspath(path), format)
+    if run is not None:
+        return run
     src = open_source(path)
     try:
         return _read(src, format)
     finally:
         src.close()
+
+
+def _read_run(path: str, format: str | None) -> LogData | None:
+    """Folders (MLflow runs, W&B offline runs) and TensorBoard event files; None for the rest."""
+    from pathlib import Path
+
+    from losslens.logs import runs
+
+    p = Path(path)
+    sink, acc = Sink(), Accounting()
+    if path != "-" and p.is_dir():
+        if runs.is_mlflow_run(p):
+            runs.read_mlflow_run(p, sink, acc)
+            return _assemble(path, "mlflow", sink, acc)
+        offline = runs.wandb_offline(p)
+        if offline is not None and not offline.endswith(".jsonl"):
+            raise InputError(offline, source=path)
+        if offline is not None:
+            return read_log(offline, format)
+        raise InputError("is a directory: `losslens analyze DIR` or `check DIR` read the logs inside",
+                         source=path)
+    if path != "-" and p.is_file() and (format == "tensorboard" or (format in (None, "auto")
+                                                                     and runs.is_event_file(path))):
+        runs.read_event_file(path, sink, acc)
+        return _assemble(path, "tensorboard", sink, acc)
+    return None
 
 
 def _read(src: Source, format: str | None) -> LogData:
@@ -110,7 +139,7 @@ def _read(src: Source, format: str | None) -> LogData:
                               "--format)", source=src.name)
     else:
         fmt = BY_NAME[format]
-    sink, acc = Sink(), Accounting()
+    sink, acc = Sink(source_name=os.path.basename(src.name)), Accounting()
     if fmt.whole_file:
         data = src.read_all()
         text = data.decode("utf-8", errors="replace")

@@ -58,6 +58,7 @@ class Sink:
     eval_frames: list[pl.DataFrame] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     idle_lines: list[int] = field(default_factory=list)  # vectorised rows that held no metric
+    source_name: str = ""  # the file's base name (an MLflow metric file is named by its metric)
 
     def emit(self, line: int, step: int | None, metrics: dict[str, Value],
              time: datetime | None = None, kind: str | None = None) -> bool:

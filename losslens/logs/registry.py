@@ -5,10 +5,19 @@ from __future__ import annotations
 from losslens.logs.base import Format
 from losslens.logs.console import Fairseq, Megatron, ModdedNanoGPT, NanoGPT, TorchTitan
 from losslens.logs.kv import KeyValue, Olmo
-from losslens.logs.structured import Csv, HFStdout, JsonLines, TrainerState
+from losslens.logs.structured import (
+    Csv,
+    HFStdout,
+    JsonLines,
+    JsonRecords,
+    MlflowMetric,
+    TensorBoard,
+    TrainerState,
+)
 
 FORMATS: tuple[Format, ...] = (
     TrainerState(),
+    JsonRecords(),
     JsonLines(),
     Csv(),
     HFStdout(),
@@ -18,7 +27,9 @@ FORMATS: tuple[Format, ...] = (
     ModdedNanoGPT(),
     TorchTitan(),
     Olmo(),
+    MlflowMetric(),
     KeyValue(),
+    TensorBoard(),
 )
 
 BY_NAME: dict[str, Format] = {f.name: f for f in FORMATS}

@@ -305,3 +305,67 @@ class HFStdout(Format):
 
     def parser(self, sink: Sink) -> LineParser:
         return _HFParser(sink)
+
+
+# --- JSON array of records (W&B run.history() / pandas dumps) ---------------------------------
+class JsonRecords(Format):
+    name = "json-records"
+    title = "a JSON array of metric records (W&B run.history() or pandas to_json dumps: _step, train/loss)"
+    example = '[{"_step": 0, "train/loss": 3.12, "lr": 0.0001}, {"_step": 1, "train/loss": 3.05}]'
+    whole_file = True
+
+    def sniff(self, lines: list[str]) -> int:
+        head = "".join(lines[:5]).lstrip()
+        return len(lines) if head.startswith("[") and head[1:].lstrip().startswith("{") else 0
+
+    def parse_text(self, text: str, lines: list[str], sink: Sink, acc: Accounting,
+                   source: str) -> None:
+        from losslens.logs.runs import read_json_records
+
+        read_json_records(text, lines, sink, acc, source)
+
+
+# --- MLflow metric file: "timestamp value step" ------------------------------------------------
+MLFLOW_LINE = re.compile(r"^(\d{10,13}) ([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf|-inf|NaN|Infinity))"
+                         r"(?: (\d+))?$")
+
+
+class _MlflowMetricParser(RegexLineParser):
+    noise = COMMON_NOISE
+
+    def feed(self, lineno: int, line: str) -> str | None:
+        m = MLFLOW_LINE.match(line.strip())
+        if not m:
+            return "not 'timestamp value step'"
+        from datetime import datetime
+
+        name = self.sink.source_name or "value"
+        found, metrics = self.sink.metrics_from_pairs([(name, m.group(2))])
+        t = datetime.fromtimestamp(int(m.group(1)) / (1000 if len(m.group(1)) > 10 else 1))
+        if not self.sink.emit(lineno, int(m.group(3) or 0), metrics, time=t):
+            return "no training metric"
+        return None
+
+
+class MlflowMetric(Format):
+    name = "mlflow"
+    title = ("MLflow file store: a run folder (mlruns/<exp>/<run>/metrics/*) or one metric file "
+             "('timestamp value step' lines; the file name is the metric)")
+    example = "1701361200123 2.4977 10"
+
+    def sniff(self, lines: list[str]) -> int:
+        return sum(1 for x in lines if MLFLOW_LINE.match(x.strip()))
+
+    def parser(self, sink: Sink) -> LineParser:
+        return _MlflowMetricParser(sink)
+
+
+class TensorBoard(Format):
+    name = "tensorboard"
+    title = ("TensorBoard event files (events.out.tfevents.*): scalars, tensor-encoded too; needs "
+             "the tensorboard extra")
+    example = "events.out.tfevents.1701361200.host.1234.0  (binary: add_scalar('train/loss', 2.49, 10))"
+    whole_file = True
+
+    def sniff(self, lines: list[str]) -> int:
+        return 0  # binary: recognised by its bytes in read_log, never by text sniffing
