@@ -136,3 +136,26 @@ def test_watch_mlflow_metric_file_follows_appends(tmp_path: Path) -> None:
     assert p.returncode == 1
     ev = json.loads(out.splitlines()[0])
     assert ev["finding"]["kind"] == "nonfinite" and ev["finding"]["start_step"] == 2000
+
+
+def test_watch_event_file_rereads_as_it_grows(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    import time
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    w = SummaryWriter(str(tmp_path / "tb"))
+    for s in range(200):
+        w.add_scalar("train/loss", 3.0 - s / 1000, s)
+    w.flush()
+    (event,) = (tmp_path / "tb").glob("events.out.tfevents.*")
+    p = subprocess.Popen([sys.executable, "-m", "losslens", "watch", str(event), "--json", "--exit-on",
+                          "error"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    w.add_scalar("train/loss", float("nan"), 200)
+    w.flush()
+    out, _ = p.communicate(timeout=60)
+    w.close()
+    assert p.returncode == 1
+    ev = json.loads(out.splitlines()[0])
+    assert (ev["event"], ev["finding"]["kind"], ev["finding"]["start_step"]) == ("appeared", "nonfinite", 200)
