@@ -23,6 +23,13 @@ class Series:
     def __len__(self) -> int:
         return len(self.steps)
 
+    def finite(self, positive: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """(values, steps) where the value is finite (and > 0 with ``positive``)."""
+        ok = np.isfinite(self.values)
+        if positive:
+            ok &= self.values > 0
+        return self.values[ok], self.steps[ok]
+
 
 class Detector(ABC):
     """One kind of finding. ``name`` is the finding kind and the CLI's name for it."""
@@ -34,6 +41,12 @@ class Detector(ABC):
     def wants(self, columns: list[str]) -> list[str]:
         """The metrics of this log to run on (default: ``metrics`` that the log has)."""
         return [m for m in self.metrics if m in columns]
+
+    def too_short(self, series: Series, n: int, need: int) -> Skipped | None:
+        """A Skipped result when ``n`` points are fewer than ``need``."""
+        if n < need:
+            return Skipped(self.name, series.metric, f"only {n} points; needs {need}")
+        return None
 
     @abstractmethod
     def detect(self, series: Series) -> list[Finding] | Skipped:

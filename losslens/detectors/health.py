@@ -184,11 +184,10 @@ class Divergence(Detector):
         self.warmup = warmup
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
-        ok = np.isfinite(series.values)
-        v, steps = series.values[ok], series.steps[ok]
+        v, steps = series.finite()
         n = len(v)
-        if n < self.min_points:
-            return Skipped(self.name, series.metric, f"only {n} points; needs {self.min_points}")
+        if (short := self.too_short(series, len(v), self.min_points)) is not None:
+            return short
         s = _smooth(v)
         skip = int(n * self.warmup) if n >= 50 else 0
         turn = skip + int(np.argmin(s[skip:]))
@@ -229,11 +228,10 @@ class Plateau(Detector):
         self.lr_floor = lr_floor
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
-        ok = np.isfinite(series.values)
-        v, steps = series.values[ok], series.steps[ok]
+        v, steps = series.finite()
         n = len(v)
-        if n < self.min_points:
-            return Skipped(self.name, series.metric, f"only {n} points; needs {self.min_points}")
+        if (short := self.too_short(series, len(v), self.min_points)) is not None:
+            return short
         d = max(5, n // 10)
         first, last = float(np.median(v[:d])), float(np.median(v[-d:]))
         improvement = (first - last) / abs(first) if first else 0.0
@@ -269,11 +267,10 @@ class AccuracyDrop(Detector):
         self.min_noise = min_noise
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
-        ok = np.isfinite(series.values)
-        v, steps = series.values[ok], series.steps[ok]
+        v, steps = series.finite()
         n = len(v)
-        if n < self.min_points:
-            return Skipped(self.name, series.metric, f"only {n} points; needs {self.min_points}")
+        if (short := self.too_short(series, len(v), self.min_points)) is not None:
+            return short
         s = _smooth(v)
         peak = int(np.argmax(s))
         top = float(s[peak])
@@ -338,11 +335,10 @@ class ThroughputDrop(Detector):
         self.min_side = min_side
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
-        ok = np.isfinite(series.values) & (series.values > 0)
-        v, steps = series.values[ok], series.steps[ok]
+        v, steps = series.finite(True)
         n = len(v)
-        if n < self.min_points:
-            return Skipped(self.name, series.metric, f"only {n} points; needs {self.min_points}")
+        if (short := self.too_short(series, len(v), self.min_points)) is not None:
+            return short
         rate = 1.0 / v if series.metric == "step_time_s" else v
         turn, before, after = level_shift(rate, int(n * self.min_side))
         if turn is None or after > before * (1 - self.min_drop):

@@ -53,10 +53,9 @@ class Multimodal(Detector):
         self.harmonic_tolerance = harmonic_tolerance
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
-        ok = np.isfinite(series.values)
-        v, steps = series.values[ok], series.steps[ok]
-        if len(v) < self.min_points:
-            return Skipped(self.name, series.metric, f"only {len(v)} points; needs {self.min_points}")
+        v, steps = series.finite()
+        if (short := self.too_short(series, len(v), self.min_points)) is not None:
+            return short
         window = max(self.window, len(v) // 4) | 1
         r, trend = detrend(v, window, robust=False)  # a median jumps between bands
         if robust_scale(r) == 0:

@@ -29,10 +29,9 @@ class Periodicity(Detector):
         self.match_tolerance = match_tolerance
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
-        ok = np.isfinite(series.values)
-        v, steps = series.values[ok], series.steps[ok]
-        if len(v) < self.min_points:
-            return Skipped(self.name, series.metric, f"only {len(v)} points; needs {self.min_points}")
+        v, steps = series.finite()
+        if (short := self.too_short(series, len(v), self.min_points)) is not None:
+            return short
         grid, spacing = regular_grid(steps, v)
         n = len(grid)
         epoch_len = self._epoch_length(series)
