@@ -108,6 +108,12 @@ def analyze(
     config: ConfigOpt = None,
     pick: Annotated[bool, typer.Option("--pick", help="Of the logs found, report only the one with "
                                        "the most records (a run folder's main log).")] = False,
+    html_out: Annotated[str | None, typer.Option("--html", help="Write a self-contained HTML "
+                                                 "post-mortem page.")] = None,
+    plot: Annotated[str | None, typer.Option("--plot", help="Write the main panels as a PNG "
+                                             "(needs the plot extra).")] = None,
+    markdown: Annotated[bool, typer.Option("--markdown", help="A short Markdown summary (for CI "
+                                           "comments) instead of the terminal report.")] = False,
 ) -> None:
     """Post-mortem report: what was read, and the findings with steps, numbers and a likely cause."""
     from losslens.reporters import jsonl, text
@@ -126,8 +132,14 @@ def analyze(
                 continue
             if json:
                 print(jsonl.render(report), flush=True)
+            elif markdown:
+                from losslens.reporters import markdown as md
+
+                print(md.render(report), end="")
             else:
                 out.print(text.analyze_view(report, log))
+            if html_out or plot:
+                _write_pages(report, log, html_out, plot, len(results) > 1)
             code = max(code, report.exit_code(threshold))
     raise typer.Exit(code)
 
@@ -321,6 +333,26 @@ def replay(
             print(jsonlib.dumps(jsonable(report), allow_nan=False))
         else:
             out.print(replay_view.render(report))
+
+
+def _write_pages(report, log, html_out: str | None, plot: str | None, several: bool) -> None:
+    """--html / --plot; with several logs the file names get the log's name."""
+    def name(path: str) -> str:
+        if not several:
+            return path
+        stem, dot, ext = path.rpartition(".")
+        tag = os.path.basename(report.source).replace(".", "_")
+        return f"{stem}-{tag}.{ext}" if dot else f"{path}-{tag}"
+
+    if html_out:
+        from losslens.reporters import html
+
+        with open(name(html_out), "w", encoding="utf-8") as f:
+            f.write(html.render(report, log))
+    if plot:
+        from losslens.reporters import png
+
+        png.write(report, log, name(plot))
 
 
 def _record_source(path: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -42,7 +43,41 @@ def analyze_view(report: Report, log: LogData) -> RenderableType:
     for note in report.notes:
         parts.append(Text(f"note: {note}", style="dim"))
     parts.append(findings_table(report))
+    spark = loss_sparkline(report, log)
+    if spark is not None:
+        parts.append(spark)
     return Group(*parts)
+
+
+def loss_sparkline(report: Report, log: LogData, width: int = 80) -> RenderableType | None:
+    """The loss as a sparkline, with a marker under the columns where findings are."""
+    if "loss" not in log.train.columns or log.train.height < 2:
+        return None
+    from losslens.reporters.html import minmax_downsample
+
+    steps = log.train["step"].to_numpy().astype(float)
+    loss = log.train["loss"].cast(float).to_numpy()
+    x, y = minmax_downsample(steps, loss, width // 4)
+    if len(x) < 2:
+        return None
+    lo, hi = float(x.min()), float(x.max())
+    cols = np.minimum(((x - lo) / ((hi - lo) or 1) * (width - 1)).astype(int), width - 1)
+    top = np.full(width, np.nan)
+    for c, v in zip(cols, y, strict=True):
+        top[c] = v if np.isnan(top[c]) else max(top[c], v)
+    filled = np.isfinite(top)
+    vmin, vmax = float(np.nanmin(top)), float(np.nanmax(top))
+    bars = "▁▂▃▄▅▆▇█"
+    line = "".join(bars[int((v - vmin) / ((vmax - vmin) or 1) * 7)] if ok else " "
+                   for v, ok in zip(top, filled, strict=True))
+    marks = [" "] * width
+    for f in report.findings:
+        a = int((f.start_step - lo) / ((hi - lo) or 1) * (width - 1))
+        b = int((f.end_step - lo) / ((hi - lo) or 1) * (width - 1))
+        for c in range(max(0, a), min(width, b + 1)):
+            marks[c] = "^" if f.severity >= Severity.WARNING else "·"
+    return Group(Text(f"loss {line}  {vmin:.4g}–{vmax:.4g}", style="cyan"),
+                 Text("     " + "".join(marks), style="red"))
 
 
 def _named(metric: str, log: LogData) -> str:

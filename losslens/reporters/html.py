@@ -1,0 +1,210 @@
+"""A self-contained HTML post-mortem page: header, findings table, and linked charts drawn as
+inline SVG by this module (no plotting library, nothing fetched at view time). Wheel zooms and
+drag pans every chart together along the step axis; double-click resets.
+
+Large logs are down-sampled for drawing by min/max per pixel column, so spikes stay visible."""
+
+from __future__ import annotations
+
+import html
+import math
+
+import numpy as np
+
+from losslens.findings import Report, Severity
+
+WIDTH, PANEL_H, LEFT, RIGHT, TOP = 1100, 170, 70, 20, 18
+COLORS = {Severity.ERROR: "#d62728", Severity.WARNING: "#ff7f0e", Severity.INFO: "#1f77b4"}
+PANELS = ("loss", "eval_loss", "acc", "lr", "grad_norm", "tokens_per_s", "step_time_s", "q_pre_min",
+          "q_hs_mean")
+
+
+def minmax_downsample(x: np.ndarray, y: np.ndarray, columns: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per pixel column, the first/min/max/last point (in step order): spikes survive."""
+    ok = np.isfinite(y)
+    x, y = x[ok], y[ok]
+    if len(x) <= 4 * columns:
+        return x, y
+    col = ((x - x[0]) / max(1, x[-1] - x[0]) * (columns - 1)).astype(np.int64)
+    edges = np.flatnonzero(np.diff(col)) + 1
+    starts = np.concatenate([[0], edges])
+    ends = np.concatenate([edges, [len(x)]])
+    keep = []
+    for a, b in zip(starts, ends, strict=True):
+        seg = y[a:b]
+        idx = sorted({a, a + int(np.argmin(seg)), a + int(np.argmax(seg)), b - 1})
+        keep.extend(idx)
+    keep_arr = np.asarray(keep)
+    return x[keep_arr], y[keep_arr]
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.4g}"
+
+
+def _panel(name: str, x: np.ndarray, y: np.ndarray, x0: float, x1: float, findings, index: int) -> str:
+    plot_w = WIDTH - LEFT - RIGHT
+    xs, ys = minmax_downsample(x, y, plot_w)
+    if len(xs) == 0:
+        return ""
+    lo, hi = float(np.min(ys)), float(np.max(ys))
+    if hi == lo:  # a constant: draw it in the middle
+        lo, hi = lo - (abs(lo) * 0.05 or 0.5), hi + (abs(hi) * 0.05 or 0.5)
+    log_scale = name in ("loss", "eval_loss") and lo > 0 and hi / lo > 20
+    def ty(v: np.ndarray) -> np.ndarray:
+        if log_scale:
+            frac = (np.log(v) - math.log(lo)) / (math.log(hi) - math.log(lo))
+            return TOP + (PANEL_H - TOP - 20) * (1 - frac)
+        return TOP + (PANEL_H - TOP - 20) * (1 - (v - lo) / (hi - lo))
+    span = max(1.0, x1 - x0)
+    px = (xs - x0) / span * plot_w
+    pts = " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(px, ty(ys), strict=True))
+    shades = []
+    for f in findings:
+        if f.metric not in (name, "time") and not (name == "loss" and f.metric == "loss"):
+            continue
+        a = (f.start_step - x0) / span * plot_w
+        b = (f.end_step - x0) / span * plot_w
+        if b - a < 5:  # a one-step finding stays visible: a 5-px band centred on it
+            a, b = (a + b) / 2 - 2.5, (a + b) / 2 + 2.5
+        shades.append(f'<rect class="shade" data-kind="{html.escape(f.kind)}" x="{a:.1f}" y="{TOP}" '
+                      f'width="{b - a:.1f}" height="{PANEL_H - TOP - 20}" fill="{COLORS[f.severity]}" '
+                      f'fill-opacity="0.22"><title>{html.escape(f.kind)}: {html.escape(f.summary)}'
+                      f'</title></rect><path d="M{(a + b) / 2 - 5:.1f},{TOP - 2} h10 l-5,7 z" '
+                      f'fill="{COLORS[f.severity]}"/>')
+    mid = math.sqrt(lo * hi) if log_scale else (lo + hi) / 2
+    ticks = "".join(
+        f'<text x="{LEFT - 6}" y="{float(ty(np.array([v]))[0]) + 4:.1f}" text-anchor="end" '
+        f'class="tick">{_fmt(v)}</text>' for v in (lo, mid, hi))
+    return (f'<svg class="panel" data-metric="{html.escape(name)}" width="{WIDTH}" height="{PANEL_H}" '
+            f'viewBox="0 0 {WIDTH} {PANEL_H}"><text x="{LEFT}" y="13" class="label">{html.escape(name)}'
+            f'{" (log scale)" if log_scale else ""}</text>{ticks}'
+            f'<svg x="{LEFT}" y="0" width="{plot_w}" height="{PANEL_H}" overflow="hidden">'
+            f'<g class="plot" data-i="{index}">{"".join(shades)}'
+            f'<polyline fill="none" stroke="#333" stroke-width="1" vector-effect="non-scaling-stroke" '
+            f'points="{pts}"/></g></svg>'
+            f'<line x1="{LEFT}" y1="{PANEL_H - 20}" x2="{WIDTH - RIGHT}" y2="{PANEL_H - 20}" stroke="#999"/>'
+            f'</svg>')
+
+
+def _axis(x0: float, x1: float) -> str:
+    plot_w = WIDTH - LEFT - RIGHT
+    ticks = []
+    for i in range(6):
+        v = x0 + (x1 - x0) * i / 5
+        ticks.append(f'<text x="{LEFT + plot_w * i / 5:.1f}" y="14" text-anchor="middle" class="tick">'
+                     f'{int(v)}</text>')
+    return f'<svg width="{WIDTH}" height="22">{"".join(ticks)}<text x="{LEFT - 6}" y="14" ' \
+           f'text-anchor="end" class="tick">step</text></svg>'
+
+
+def _periodogram(log, finding) -> str:
+    from losslens.analyze import series_of
+    from losslens.detectors.stats import detrend, regular_grid
+
+    (s, *_) = series_of(log, finding.metric) or [None]
+    if s is None:
+        return ""
+    ok = np.isfinite(s.values)
+    grid, spacing = regular_grid(s.steps[ok], s.values[ok])
+    r, _ = detrend(grid, max(201, len(grid) // 4) | 1)
+    r = r - r.mean()
+    power = np.abs(np.fft.rfft(r)) ** 2
+    freqs = np.fft.rfftfreq(len(r))
+    keep = freqs > 2.0 / len(r)
+    periods, power = spacing / freqs[keep], power[keep]
+    if len(periods) < 2:
+        return ""
+    w, h = WIDTH // 2 - 10, 200
+    lx = np.log(periods)
+    px = (lx - lx.min()) / (np.ptp(lx) or 1) * (w - 60) + 50
+    py = h - 25 - power / (power.max() or 1) * (h - 45)
+    pts = " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(px, py, strict=True))
+    p = finding.evidence.get("period_steps", 0) or 1
+    mark = (math.log(p) - lx.min()) / (np.ptp(lx) or 1) * (w - 60) + 50
+    return (f'<svg width="{w}" height="{h}" class="small"><text x="50" y="14" class="label">periodogram of '
+            f'de-trended {html.escape(finding.metric)} (period in steps, log axis)</text>'
+            f'<polyline fill="none" stroke="#333" points="{pts}"/>'
+            f'<line x1="{mark:.1f}" x2="{mark:.1f}" y1="20" y2="{h - 25}" stroke="#d62728" '
+            f'stroke-dasharray="4"/>'
+            f'<text x="{mark + 4:.1f}" y="32" class="tick" fill="#d62728">period ≈ {p:.4g}</text></svg>')
+
+
+def _histogram(log, finding) -> str:
+    v = log.train[finding.metric].drop_nulls().to_numpy()
+    v = v[np.isfinite(v)]
+    if len(v) < 10:
+        return ""
+    counts, edges = np.histogram(v, bins=60)
+    w, h = WIDTH // 2 - 10, 200
+    bw = (w - 60) / len(counts)
+    bars = "".join(f'<rect x="{50 + i * bw:.1f}" y="{h - 25 - c / counts.max() * (h - 45):.1f}" '
+                   f'width="{bw - 1:.1f}" height="{c / counts.max() * (h - 45):.1f}" fill="#8aa"/>'
+                   for i, c in enumerate(counts))
+    lines = ""
+    for m in finding.evidence.get("modes", []):
+        x = 50 + (m - edges[0]) / (edges[-1] - edges[0] or 1) * (w - 60)
+        lines += (f'<line x1="{x:.1f}" x2="{x:.1f}" y1="20" y2="{h - 25}" stroke="#d62728" '
+                  f'stroke-dasharray="4"/><text x="{x + 3:.1f}" y="30" class="tick">{_fmt(m)}</text>')
+    return (f'<svg width="{w}" height="{h}" class="small"><text x="50" y="14" class="label">histogram of '
+            f'{html.escape(finding.metric)} with the bands found</text>{bars}{lines}</svg>')
+
+
+JS = """
+(function(){const plots=[...document.querySelectorAll('g.plot')];let k=1,t=0,drag=null;
+const W=PLOT_W;function apply(){
+ plots.forEach(g=>g.setAttribute('transform',`translate(${t},0) scale(${k},1)`));}
+document.querySelectorAll('svg.panel').forEach(s=>{
+ s.addEventListener('wheel',e=>{e.preventDefault();const r=s.getBoundingClientRect();
+  const x=(e.clientX-r.left)*(s.viewBox.baseVal.width/r.width)-LEFT;const f=e.deltaY<0?1.25:0.8;
+  const nk=Math.max(1,Math.min(500,k*f));t=x-(x-t)*nk/k;k=nk;t=Math.min(0,Math.max(W-W*k,t));
+  apply();},{passive:false});
+ s.addEventListener('mousedown',e=>{drag={x:e.clientX,t:t};});
+ s.addEventListener('dblclick',()=>{k=1;t=0;apply();});});
+window.addEventListener('mousemove',e=>{if(!drag)return;t=Math.min(0,Math.max(W-W*k,drag.t+(e.clientX-drag.x)));apply();});
+window.addEventListener('mouseup',()=>{drag=null;});document.body.dataset.ready='1';})();
+""".replace("PLOT_W", str(WIDTH - LEFT - RIGHT)).replace("LEFT", str(LEFT))
+
+CSS = """body{font:14px system-ui,sans-serif;margin:20px;color:#222;max-width:1140px}
+h1{font-size:20px;margin:0 0 4px}.meta{color:#555;margin-bottom:12px}
+table{border-collapse:collapse;margin:10px 0 16px;width:100%}td,th{border:1px solid #ddd;padding:4px 8px;
+text-align:left;vertical-align:top}th{background:#f4f4f4}.error{color:#d62728;font-weight:600}
+.warning{color:#c65f00;font-weight:600}.info{color:#1f77b4}.label{font-size:12px;font-weight:600}
+.tick{font-size:11px;fill:#555}svg.panel{display:block;cursor:grab}.row{display:flex;gap:20px}
+.hint{color:#777;font-size:12px}"""
+
+
+def render(report: Report, log) -> str:
+    x = log.train["step"].to_numpy().astype(np.float64) if log.train.height else np.zeros(0)
+    x0, x1 = (float(x.min()), float(x.max())) if len(x) else (0.0, 1.0)
+    rows = "".join(
+        f'<tr><td class="{f.severity}">{f.severity}</td><td>{html.escape(f.kind)}</td>'
+        f'<td>{html.escape(f.metric)}</td><td>{f.start_step}–{f.end_step}</td>'
+        f'<td>{html.escape(f.summary)}</td></tr>' for f in report.findings)
+    table = (f'<table id="findings"><tr><th>severity</th><th>kind</th><th>metric</th><th>steps</th>'
+             f'<th>summary</th></tr>{rows}</table>' if rows else '<p id="findings">no findings</p>')
+    panels = []
+    for i, name in enumerate(m for m in PANELS if m in log.train.columns or m in log.eval.columns):
+        frame = log.eval if name.startswith("eval_") else log.train
+        if frame.height == 0 or name not in frame.columns:
+            continue
+        y = frame[name].cast(float).to_numpy()
+        panels.append(_panel(name, frame["step"].to_numpy().astype(np.float64), y, x0, x1,
+                             report.findings, i))
+    extra = []
+    for f in report.findings:
+        if f.kind == "periodicity" and f.evidence.get("share_of_variance") is not None:
+            extra.append(_periodogram(log, f))
+        if f.kind == "multimodal":
+            extra.append(_histogram(log, f))
+    lines = report.lines
+    meta = (f'format {report.format}; {lines["total"]:,} lines ({lines["parsed"]:,} parsed, '
+            f'{lines["skipped"]:,} skipped, {lines["blank"]:,} blank); {report.steps["count"]:,} train '
+            f'records, steps {report.steps["first"]}–{report.steps["last"]}; {report.eval_records} eval '
+            f'records; {report.segments} segment(s)')
+    return (f'<!doctype html><html><head><meta charset="utf-8"><title>losslens: '
+            f'{html.escape(report.source)}</title><style>{CSS}</style></head><body>'
+            f'<h1>{html.escape(report.source)}</h1><div class="meta">{html.escape(meta)}</div>{table}'
+            f'<div class="hint">wheel: zoom all charts on the step axis · drag: pan · double-click: reset · '
+            f'shaded: findings (hover for the summary)</div>{"".join(panels)}{_axis(x0, x1)}'
+            f'<div class="row">{"".join(extra)}</div><script>{JS}</script></body></html>')

@@ -1,0 +1,21 @@
+"""A short Markdown summary for CI comments: a findings table and one line per finding."""
+
+from __future__ import annotations
+
+from losslens.findings import Report
+
+
+def render(report: Report) -> str:
+    s, lines = report.steps, report.lines
+    out = [f"### losslens: `{report.source}`", "",
+           f"{report.format}, {s['count']:,} records (steps {s['first']}–{s['last']}), "
+           f"{lines['total']:,} lines ({lines['skipped']:,} skipped); "
+           f"**{len(report.findings)} finding(s)**"
+           + (f", worst **{report.worst()}**" if report.findings else ""),
+           ""]
+    if report.findings:
+        out += ["| severity | kind | metric | steps |", "|---|---|---|---|"]
+        out += [f"| {f.severity} | {f.kind} | {f.metric} | {f.start_step}–{f.end_step} |"
+                for f in report.findings]
+        out += [""] + [f"- **{f.kind}** ({f.severity}): {f.summary}" for f in report.findings]
+    return "\n".join(out) + "\n"
