@@ -279,6 +279,9 @@ def replay(
         "--optimize-bounds", metavar="K", help="Find K bucket bounds maximising padding efficiency.")] = None,
     device: Annotated[str, typer.Option("--device", help="auto|cpu|cuda")] = "auto",
     out_file: Annotated[str | None, typer.Option("--out", help="Per-batch table (.parquet or .csv).")] = None,
+    html_out: Annotated[str | None, typer.Option(
+        "--html", help="With --log: the post-mortem page, the replayed bucket of each step under the "
+        "loss.")] = None,
     json: JsonOpt = False,
 ) -> None:
     """Rebuild the batch/bucket sequence a batching strategy fed the model; correlate, compare."""
@@ -320,8 +323,24 @@ def replay(
             from losslens.analyze import analyze as run_analysis
             from losslens.replay.correlate import attribute
 
-            found = attribute(run_analysis(data).findings, report["correlation"])
+            analysed = run_analysis(data)
+            found = attribute(analysed.findings, report["correlation"])
             report["findings"] = [f.as_dict() for f in found]
+            if html_out:
+                import dataclasses
+
+                import numpy as np
+
+                from losslens.replay.correlate import step_table
+                from losslens.reporters import html
+
+                _, step_bucket = step_table(eps, grad_accum, world_size)
+                page = html.render(dataclasses.replace(analysed, findings=found), data,
+                                   np.arange(len(step_bucket)) + step_offset, step_bucket)
+                with open(html_out, "w", encoding="utf-8") as f:
+                    f.write(page)
+        elif html_out:
+            raise UsageError("--html needs --log (the page shows the replay under the log's loss)")
         if out_file:
             table = batch_table(eps, grad_accum, world_size)
             table.write_parquet(out_file) if out_file.endswith(".parquet") else table.write_csv(out_file)

@@ -214,3 +214,22 @@ def test_ladder_peaks_fall_in_long_bucket_runs() -> None:
     assert res["events"] >= 5
     assert res["events_in_runs_ge_4"] > res["events_in_runs_null_mean"]
     assert res["events_in_runs_p_value"] <= 0.01
+
+
+def test_replay_html_shows_buckets_under_the_loss(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from losslens.cli import app
+
+    rng = np.random.default_rng(0)
+    lens = np.clip(rng.lognormal(6.5, 0.8, 5000), 16, 4000).astype(np.int64)
+    np.save(tmp_path / "l.npy", lens)
+    (tmp_path / "run.log").write_text("".join(f"step={s} loss={2 + np.sin(s / 5):.4f}\n" for s in range(300)))
+    args = ["replay", "--lengths", str(tmp_path / "l.npy"), "--bounds", "0,400,800,1600,4001",
+            "--token-budget", "16000", "--max-seq-len", "4000", "--null-seeds", "9"]
+    res = CliRunner().invoke(app, [*args, "--log", str(tmp_path / "run.log"), "--html", str(tmp_path / "r.html")])
+    assert res.exit_code == 0, res.output
+    page = (tmp_path / "r.html").read_text()
+    assert 'data-metric="replay buckets"' in page and "replayed length bucket of each step" in page
+    bad = CliRunner().invoke(app, [*args, "--html", str(tmp_path / "x.html")])
+    assert bad.exit_code == 2 and "--html needs --log" in bad.stderr

@@ -93,11 +93,11 @@ def _in_long_runs(bucket: np.ndarray, at: np.ndarray, k: int) -> float:
 
 def attribute(findings: list, correlation: dict, alpha: float = 0.01) -> list:
     """Ladder and multimodal findings take cause ``batch_composition`` when the replay ties the
-    loss to the batch order (p < alpha); the correlation goes into their evidence."""
+    loss to the batch order (p <= alpha); the correlation goes into their evidence."""
     from dataclasses import replace
 
     p = correlation.get("p_value")
-    if p is None or p >= alpha:
+    if p is None or p > alpha:  # with 99 null seeds the smallest p is 0.01: inclusive
         return findings
     out = []
     for f in findings:

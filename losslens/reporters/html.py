@@ -174,7 +174,36 @@ text-align:left;vertical-align:top}th{background:#f4f4f4}.error{color:#d62728;fo
 .hint{color:#777;font-size:12px}"""
 
 
-def render(report: Report, log) -> str:
+BUCKET_COLORS = ("#4e79a7", "#59a14f", "#edc948", "#f28e2b", "#e15759", "#b07aa1", "#76b7b2", "#9c755f")
+
+
+def _buckets(steps: np.ndarray, bucket: np.ndarray, x0: float, x1: float) -> str:
+    """The replayed bucket of each step as a colour strip under the loss (one rect per run)."""
+    plot_w = WIDTH - LEFT - RIGHT
+    ok = (steps >= x0) & (steps <= x1)
+    steps, bucket = steps[ok], bucket[ok]
+    if len(steps) == 0:
+        return ""
+    change = np.flatnonzero(np.diff(bucket)) + 1
+    starts = np.concatenate([[0], change])
+    ends = np.concatenate([change, [len(steps)]])
+    span = max(1.0, x1 - x0)
+    rects = "".join(
+        f'<rect x="{(steps[a] - x0) / span * plot_w:.2f}" y="18" width="'
+        f'{max(0.5, (steps[b - 1] + 1 - steps[a]) / span * plot_w):.2f}" height="22" '
+        f'fill="{BUCKET_COLORS[int(bucket[a]) % len(BUCKET_COLORS)]}"><title>bucket {int(bucket[a])}: '
+        f'{b - a} step(s) from {int(steps[a])}</title></rect>' for a, b in zip(starts, ends, strict=True))
+    legend = " ".join(f'<tspan fill="{BUCKET_COLORS[k % len(BUCKET_COLORS)]}">■</tspan> {k}'
+                      for k in sorted({int(b) for b in bucket}))
+    return (f'<svg class="panel" data-metric="replay buckets" width="{WIDTH}" height="48" '
+            f'viewBox="0 0 {WIDTH} 48"><text x="{LEFT}" y="13" class="label">replayed length bucket '
+            f'of each step (runs of one colour = same-bucket batches): {legend}</text>'
+            f'<svg x="{LEFT}" y="0" width="{plot_w}" height="48" overflow="hidden"><g class="plot">'
+            f'{rects}</g></svg></svg>')
+
+
+def render(report: Report, log, replay_steps: np.ndarray | None = None,
+           replay_buckets: np.ndarray | None = None) -> str:
     x = log.train["step"].to_numpy().astype(np.float64) if log.train.height else np.zeros(0)
     x0, x1 = (float(x.min()), float(x.max())) if len(x) else (0.0, 1.0)
     rows = "".join(
@@ -191,6 +220,8 @@ def render(report: Report, log) -> str:
         y = frame[name].cast(float).to_numpy()
         panels.append(_panel(name, frame["step"].to_numpy().astype(np.float64), y, x0, x1,
                              report.findings, i))
+        if name == "loss" and replay_steps is not None and replay_buckets is not None:
+            panels.append(_buckets(replay_steps, replay_buckets, x0, x1))
     extra = []
     for f in report.findings:
         if f.kind == "periodicity" and f.evidence.get("share_of_variance") is not None:

@@ -36,7 +36,7 @@ def render(r: dict[str, Any]) -> Group:
         if c.get("rho") is None:
             parts.append(Text(f"correlation: {c.get('note')}", style="yellow"))
         else:
-            tied = c["p_value"] < 0.01
+            tied = c["p_value"] <= 0.01
             parts.append(Text(
                 f"loss vs the replayed batch length: Spearman ρ={c['rho']:+.3f}, p={c['p_value']:.3g} over "
                 f"{c['null_seeds']} other seeds ({c['aligned_records']} records)"
