@@ -227,7 +227,8 @@ def test_replay_html_shows_buckets_under_the_loss(tmp_path) -> None:
     (tmp_path / "run.log").write_text("".join(f"step={s} loss={2 + np.sin(s / 5):.4f}\n" for s in range(300)))
     args = ["replay", "--lengths", str(tmp_path / "l.npy"), "--bounds", "0,400,800,1600,4001",
             "--token-budget", "16000", "--max-seq-len", "4000", "--null-seeds", "9"]
-    res = CliRunner().invoke(app, [*args, "--log", str(tmp_path / "run.log"), "--html", str(tmp_path / "r.html")])
+    page_path = str(tmp_path / "r.html")
+    res = CliRunner().invoke(app, [*args, "--log", str(tmp_path / "run.log"), "--html", page_path])
     assert res.exit_code == 0, res.output
     page = (tmp_path / "r.html").read_text()
     assert 'data-metric="replay buckets"' in page and "replayed length bucket of each step" in page
