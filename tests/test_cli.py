@@ -115,7 +115,8 @@ def test_docs_list_every_detector() -> None:
 
 
 def test_cli_start_up_loads_neither_scipy_nor_torch() -> None:
-    code = ("import sys, losslens.cli; bad = [m for m in ('scipy', 'torch') if m in sys.modules]; "
+    code = ("import sys, losslens.cli; bad = [m for m in ('scipy', 'torch', 'matplotlib', 'polars') "
+            "if m in sys.modules]; "
             "print(','.join(bad))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == ""
