@@ -162,6 +162,12 @@ class Ladder(Detector):
                                    "reset_over_increment": round(reset_ratio, 3)}
         starts = np.array([steps[e.start] for e in eps], dtype=float)
         gaps = np.diff(starts)
-        if len(gaps) >= 2 and np.std(gaps) <= 0.15 * np.mean(gaps):
-            return "batch_composition", {"period_steps": int(round(float(np.mean(gaps))))}
+        if len(gaps) >= 2:
+            # climbs recur with the data order: gaps are whole multiples of one period (a missed
+            # or split episode doubles or halves a gap, so the median gap is the period)
+            period = float(np.median(gaps))
+            multiples = gaps / period
+            on_grid = np.abs(multiples - np.round(multiples)) <= 0.1
+            if period > 0 and np.mean(on_grid & (np.round(multiples) >= 1)) >= 0.8:
+                return "batch_composition", {"period_steps": int(round(period))}
         return "unknown", {"on_integer_multiples": round(on_multiple, 3)}
