@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from losslens import __version__
 from losslens.errors import LossLensError, UsageError
@@ -423,8 +424,8 @@ def formats() -> None:
     table.add_column("--format")
     table.add_column("what")
     table.add_column("example line", overflow="fold")
-    for f in FORMATS:
-        table.add_row(f.name, f.title, f.example)
+    for f in FORMATS:  # Text: a '[titan]' in an example is not rich markup
+        table.add_row(Text(f.name), Text(f.title), Text(f.example))
     out.print(table)
 
 
@@ -440,7 +441,7 @@ def detectors() -> None:
     for col in ("kind", "metrics", "what it finds"):
         table.add_column(col)
     for d in REGISTRY:
-        table.add_row(d.name, ", ".join(d.metrics), d.title)
+        table.add_row(Text(d.name), Text(", ".join(d.metrics)), Text(d.title))
     out.print(table)
 
 

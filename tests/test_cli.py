@@ -144,3 +144,14 @@ def test_config_file_and_precedence(tmp_path) -> None:
     result = runner.invoke(app, ["check", "--config", str(tmp_path / "losslens.toml"), "--fail-on",
                                  "error", str(FIXTURES / "olmo_console.log")])
     assert result.exit_code == 0  # the command line wins over the file
+
+
+def test_log_text_is_never_rich_markup(tmp_path) -> None:
+    """A skipped line like '[/bold] oops' is shown as it is, not parsed (nor crashing) as markup."""
+    path = tmp_path / "m.log"
+    path.write_text("step=1 loss=2.0\n[/bold] oops [red]x\nstep=2 loss=1.9\n")
+    result = runner.invoke(app, ["analyze", str(path)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    assert "'[/bold] oops [red]x'" in result.stdout
+    formats = runner.invoke(app, ["formats"], env={"COLUMNS": "250"})
+    assert "[step=N/T,epoch=E]" in formats.stdout and "[titan]" in formats.stdout

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from losslens.findings import ExitCode, Severity
 from losslens.reporters.text import STYLE
+from losslens.reporters.text import cells as _cells
 from losslens.watch import Event, Watcher
 
 BARS = "▁▂▃▄▅▆▇█"
@@ -78,8 +79,8 @@ class View:
             for col in ("severity", "kind", "steps", "summary"):
                 table.add_column(col, overflow="fold")
             for f in sorted(active, key=lambda f: -int(f.severity)):
-                table.add_row(Text(str(f.severity), style=STYLE[f.severity]), f.kind,
-                              f"{f.start_step}–{f.end_step}", f.summary)
+                table.add_row(*_cells(Text(str(f.severity), style=STYLE[f.severity]), f.kind,
+                              f"{f.start_step}–{f.end_step}", f.summary))
             parts.append(table)
         else:
             parts.append(Text("no active findings", style="green"))

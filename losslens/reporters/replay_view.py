@@ -8,6 +8,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from losslens.reporters.text import cells as _cells
+
 
 def render(r: dict[str, Any]) -> Group:
     p = r["plan"]
@@ -20,11 +22,11 @@ def render(r: dict[str, Any]) -> Group:
                 "max run", "runs≥4 /1000", "iid max run", "period"):
         t.add_column(col, overflow="fold")
     for e in r["strategies"]:
-        t.add_row(e["name"], f"{e['batches_per_epoch']:,.0f}",
+        t.add_row(*_cells(e["name"], f"{e['batches_per_epoch']:,.0f}",
                   " ".join(f"{x:.2f}" for x in e["bucket_batch_share"]), f"{e['padding_efficiency']:.3f}",
                   f"{e['budget_use']:.3f}", str(e["max_same_bucket_run"]), f"{e['runs_ge_4_per_1000']:.1f}",
                   f"{e['expected_max_run_iid']:.0f}",
-                  f"{e['period_steps']} (acf {e['period_acf']})" if e["period_steps"] else "—")
+                  f"{e['period_steps']} (acf {e['period_acf']})" if e["period_steps"] else "—"))
     parts: list[Any] = [head, t]
     if "optimized_bounds" in r:
         o = r["optimized_bounds"]

@@ -13,6 +13,11 @@ from losslens.logs import LogData
 STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
 
+def cells(*values: object) -> list[Text]:
+    """Table cells as Text: log lines and names are shown as they are, never parsed as markup."""
+    return [v if isinstance(v, Text) else Text(str(v)) for v in values]
+
+
 def _n(x: int) -> str:
     return f"{x:,}"
 
@@ -26,19 +31,19 @@ def analyze_view(report: Report, log: LogData) -> RenderableType:
     read.add_column(style="dim")
     read.add_column()
     s = report.steps
-    read.add_row("train records", f"{_n(s['count'])} (steps {s['first']}–{s['last']})"
-                 if s["count"] else "0")
-    read.add_row("eval records", _n(report.eval_records))
-    read.add_row("metrics", ", ".join(_named(m, log) for m in report.metrics) or "—")
+    read.add_row(*cells("train records", f"{_n(s['count'])} (steps {s['first']}–{s['last']})"
+                 if s["count"] else "0"))
+    read.add_row(*cells("eval records", _n(report.eval_records)))
+    read.add_row(*cells("metrics", ", ".join(_named(m, log) for m in report.metrics) or "—"))
     if len(log.segments) > 1:
         segs = "; ".join(f"#{g.index}: steps {g.first_step}–{g.last_step} ({_n(g.records)} records, "
                          f"from line {g.first_line})" for g in log.segments)
-        read.add_row("segments", f"{len(log.segments)} (restarts) — {segs}")
+        read.add_row(*cells("segments", f"{len(log.segments)} (restarts) — {segs}"))
     else:
-        read.add_row("segments", "1")
+        read.add_row(*cells("segments", "1"))
     for reason, count in sorted(report.skipped_reasons.items(), key=lambda kv: -kv[1]):
         lineno, text = log.lines.examples[reason]
-        read.add_row(f"skipped: {reason}", f"{_n(count)} (first at line {lineno}: {text[:60]!r})")
+        read.add_row(*cells(f"skipped: {reason}", f"{_n(count)} (first at line {lineno}: {text[:60]!r})"))
     parts: list[RenderableType] = [head, read]
     for note in report.notes:
         parts.append(Text(f"note: {note}", style="dim"))
@@ -92,8 +97,8 @@ def findings_table(report: Report) -> RenderableType:
     for col in ("severity", "kind", "metric", "steps", "summary"):
         table.add_column(col, overflow="fold")
     for f in report.findings:
-        table.add_row(Text(str(f.severity), style=STYLE[f.severity]), f.kind, f.metric,
-                      f"{f.start_step}–{f.end_step}", f.summary)
+        table.add_row(*cells(Text(str(f.severity), style=STYLE[f.severity]), f.kind, f.metric,
+                      f"{f.start_step}–{f.end_step}", f.summary))
     return table
 
 
@@ -110,6 +115,6 @@ def summary_table(rows: list[tuple[str, int | None, Severity | None, str]]) -> R
         table.add_column(col, overflow="fold")
     order = {"ERROR": 0, "FAIL": 1, "ok": 2}
     for source, n, worst, result in sorted(rows, key=lambda r: (order[r[3]], r[0])):
-        table.add_row(source, "—" if n is None else str(n), "—" if worst is None else str(worst),
-                      Text(result, style="bold red" if result != "ok" else "green"))
+        table.add_row(*cells(source, "—" if n is None else str(n), "—" if worst is None else str(worst),
+                      Text(result, style="bold red" if result != "ok" else "green")))
     return table
