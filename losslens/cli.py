@@ -380,11 +380,20 @@ def _record_source(path: str) -> bool:
 
     from losslens.logs.runs import is_event_file, is_mlflow_run
 
-    return is_mlflow_run(Path(path)) or (os.path.isfile(path) and is_event_file(path))
+    if is_mlflow_run(Path(path)):
+        return True
+    if not os.path.isfile(path):
+        return False
+    if is_event_file(path):
+        return True
+    with open(path, "rb") as f:  # whole JSON documents (trainer_state.json, history dumps)
+        head = f.read(1 << 16)
+    return b'"log_history"' in head or head.lstrip().startswith(b"[{")
 
 
 def _watch_records(path: str, watcher, view, threshold, interval: float) -> None:
-    """Event files and MLflow run folders: re-read when they change, analyse, alert."""
+    """Event files, MLflow run folders and whole JSON documents (trainer_state.json): re-read when
+    they change, analyse, alert."""
     from pathlib import Path
 
     from losslens.logs import read_log
