@@ -155,3 +155,20 @@ def test_log_text_is_never_rich_markup(tmp_path) -> None:
     assert "'[/bold] oops [red]x'" in result.stdout
     formats = runner.invoke(app, ["formats"], env={"COLUMNS": "250"})
     assert "[step=N/T,epoch=E]" in formats.stdout and "[titan]" in formats.stdout
+
+
+GOLDEN = sorted((FIXTURES / "expected").glob("*.json"))
+
+
+@pytest.mark.parametrize("golden", GOLDEN, ids=[g.stem for g in GOLDEN])
+def test_golden_reports(golden) -> None:
+    """`analyze --json` of every fixture equals its golden report (regenerate with
+    `python fixtures/make_fixtures.py` when a change is meant)."""
+    from losslens import read_log
+    from losslens.analyze import analyze
+    from losslens.reporters import jsonl
+
+    log_path = FIXTURES / golden.name.removesuffix(".json")
+    got = json.loads(jsonl.render(analyze(read_log(log_path))))
+    got["source"] = f"fixtures/{log_path.name}"
+    assert got == json.loads(golden.read_text())
