@@ -126,7 +126,8 @@ def analyze(
         results = list(_reports(logs, format or settings.format, kinds, settings))
         if pick:
             ok = [r for r in results if r[2] is not None]
-            results = [max(ok, key=lambda r: r[2].steps["count"])] if ok else results
+            results = [max(ok, key=lambda r: int(r[2].steps["count"] or 0) if r[2] else 0)] \
+                if ok else results
         for _, log, report in results:
             if report is None or log is None:
                 code = ExitCode.ERROR
@@ -164,7 +165,7 @@ def check(
         threshold = _severity(fail_on or settings.fail_on)
         kinds = _ignore(ignore, settings)
         code = ExitCode.OK
-        rows = []
+        rows: list[tuple[str, int | None, Severity | None, str]] = []
         for path, _, report in _reports(logs, format or settings.format, kinds, settings):
             if report is None:
                 code = ExitCode.ERROR

@@ -105,8 +105,8 @@ class Ladder(Detector):
         if len(v) < self.min_increments * self.min_episodes + 2:
             return Skipped(self.name, series.metric, f"only {len(v)} finite points; needs "
                            f"{self.min_increments * self.min_episodes + 2}")
-        kw = {"min_increments": self.min_increments, "regularity": self.regularity,
-              "min_rise": self.min_rise, "reset_fraction": self.reset_fraction}
+        kw: dict = {"min_increments": self.min_increments, "regularity": self.regularity,
+                    "min_rise": self.min_rise, "reset_fraction": self.reset_fraction}
         eps = find_episodes(v, **kw)
         if len(eps) < self.min_episodes:
             return []

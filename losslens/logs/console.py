@@ -29,17 +29,18 @@ class _NanoParser(RegexLineParser):
     def feed(self, lineno: int, line: str) -> str | None:
         m = NANO_ITER.match(line)
         if m:
-            metrics = {"loss": parse_number(m.group(2)), "step_time_s": float(m.group(3)) / 1000}
+            metrics: dict[str, float | None] = {"loss": parse_number(m.group(2)),
+                                                "step_time_s": float(m.group(3)) / 1000}
             if m.group(4) is not None and float(m.group(4)) != -100.0:  # -100: nanoGPT's "unset"
                 metrics["mfu"] = float(m.group(4))
             self.sink.names.update(loss="loss", step_time_s="time", mfu="mfu")
-            self.sink.emit(lineno, int(m.group(1)), metrics)  # type: ignore[arg-type]
+            self.sink.emit(lineno, int(m.group(1)), metrics)
             return None
         m = NANO_EVAL.match(line)
         if m:
             self.sink.names.update(eval_loss="val loss", eval_train_loss="train loss")
             self.sink.emit(lineno, int(m.group(1)), {"eval_train_loss": parse_number(m.group(2)),
-                                                     "eval_loss": parse_number(m.group(3))})  # type: ignore[dict-item]
+                                                     "eval_loss": parse_number(m.group(3))})
             return None
         return self.classify_noise(line)
 
@@ -72,7 +73,7 @@ class _ModdedParser(RegexLineParser):
         m = MODDED.match(line.strip())
         if m:
             pairs = MODDED_PAIR.findall(m.group(3))
-            metrics = {}
+            metrics: dict[str, float] = {}
             for key, raw in pairs:
                 v = parse_number(raw)
                 if v is None:
@@ -88,17 +89,18 @@ class _ModdedParser(RegexLineParser):
         if m:
             name = "loss" if m.group(2) == "trl" else "eval_loss"
             self.sink.names.setdefault(name, m.group(2))
-            self.sink.emit(lineno, int(m.group(1)), {name: parse_number(m.group(3))})  # type: ignore[dict-item]
+            self.sink.emit(lineno, int(m.group(1)), {name: parse_number(m.group(3))})
             return None
         m = LLMC_NEW.match(line.strip())
         if m:
-            metrics = {"loss": parse_number(m.group(3)), "grad_norm": parse_number(m.group(4)),
-                       "lr": float(m.group(5))}
+            new: dict[str, float | None] = {"loss": parse_number(m.group(3)),
+                                            "grad_norm": parse_number(m.group(4)),
+                                            "lr": float(m.group(5))}
             if m.group(6):
-                metrics["step_time_s"] = float(m.group(6)) / 1000
+                new["step_time_s"] = float(m.group(6)) / 1000
             if m.group(8):
-                metrics["tokens_per_s"] = float(m.group(8))
-            self.sink.emit(lineno, int(m.group(1)), metrics)  # type: ignore[arg-type]
+                new["tokens_per_s"] = float(m.group(8))
+            self.sink.emit(lineno, int(m.group(1)), new)
             return None
         return self.classify_noise(line)
 
@@ -204,8 +206,8 @@ class _FairseqParser(RegexLineParser):
             return None
         m = FAIRSEQ_VALID.search(line)
         if m:
-            pairs = [p.groups() for p in map(FAIRSEQ_PIPE.match, m.group(2).split("|")) if p]
-            step, metrics = self.sink.metrics_from_pairs(pairs)  # type: ignore[arg-type]
+            pairs = [(p.group(1), p.group(2)) for p in map(FAIRSEQ_PIPE.match, m.group(2).split("|")) if p]
+            step, metrics = self.sink.metrics_from_pairs(pairs)
             metrics = {k.removeprefix("eval_"): v for k, v in metrics.items()}
             if not self.sink.emit(lineno, step, metrics, time=leading_time(line), kind="eval"):
                 return "no training metric"

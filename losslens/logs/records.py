@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -60,16 +61,17 @@ class Sink:
     idle_lines: list[int] = field(default_factory=list)  # vectorised rows that held no metric
     source_name: str = ""  # the file's base name (an MLflow metric file is named by its metric)
 
-    def emit(self, line: int, step: int | None, metrics: dict[str, Value],
+    def emit(self, line: int, step: int | None, metrics: Mapping[str, Value | None],
              time: datetime | None = None, kind: str | None = None) -> bool:
         """Split ``metrics`` into a train and an eval record; False when neither holds a metric."""
+        present = {k: v for k, v in metrics.items() if v is not None}
         if kind == "eval":
             evals = {(k if is_eval(k) or k == "epoch" else "eval_" + k): v
-                     for k, v in metrics.items()}
+                     for k, v in present.items()}
             train: dict[str, Value] = {}
         else:
-            train = {k: v for k, v in metrics.items() if not is_eval(k)}
-            evals = {k: v for k, v in metrics.items() if is_eval(k)}
+            train = {k: v for k, v in present.items() if not is_eval(k)}
+            evals = {k: v for k, v in present.items() if is_eval(k)}
             if evals and "epoch" in train:
                 evals["epoch"] = train["epoch"]
         emitted = False

@@ -8,7 +8,7 @@ import os
 import sys
 import zlib
 from collections.abc import Iterator
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from losslens.errors import InputError
 
@@ -97,7 +97,7 @@ def open_source(path: str | os.PathLike[str]) -> Source:
             raw = open(name, "rb")  # noqa: SIM115 - closed by Source.close
         except OSError as exc:
             raise InputError(f"cannot open: {_reason(exc)}", source=name) from None
-    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[arg-type]
+    buffered: Any = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[type-var]
     try:
         magic = buffered.peek(2)[:2]
     except OSError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -19,6 +20,7 @@ def load_lengths(path: str | Path, column: str = DEFAULT_COLUMN) -> np.ndarray:
 
     p = Path(path)
     name = str(p)
+    values: Any
     if not p.exists():
         raise InputError("no such file or folder", source=name)
     try:
@@ -37,27 +39,28 @@ def load_lengths(path: str | Path, column: str = DEFAULT_COLUMN) -> np.ndarray:
         elif p.suffix == ".csv":
             values = _column(pl.read_csv(p), column, name)
         else:  # plain text, one length per line
-            values = pl.read_csv(p, has_header=False, new_columns=["v"], infer_schema_length=0)["v"]
-            values = values.str.strip_chars().cast(pl.Int64, strict=False)
-            bad = values.is_null()
+            raw = pl.read_csv(p, has_header=False, new_columns=["v"], infer_schema_length=0)["v"]
+            numbers = raw.str.strip_chars().cast(pl.Int64, strict=False)
+            bad = numbers.is_null()
             if bad.any():
                 at = int(bad.arg_true()[0])
                 raise InputError(f"not a whole number: {p.read_text().splitlines()[at]!r}",
                                  source=name, line=at + 1)
-            values = values.to_numpy()
+            values = numbers.to_numpy()
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read lengths: {exc}", source=name) from None
     except pl.exceptions.PolarsError as exc:
         raise InputError(f"cannot read lengths: {str(exc).splitlines()[0]}", source=name) from None
-    arr = np.asarray(values)
+    arr: np.ndarray = np.asarray(values)
     if arr.ndim != 1 or arr.size == 0:
         raise InputError("expected a non-empty 1-D list of lengths", source=name)
     if not np.issubdtype(arr.dtype, np.number):
         raise InputError(f"lengths must be numbers, got {arr.dtype}", source=name)
-    bad = np.flatnonzero(~(arr > 0))
-    if bad.size:
-        raise InputError(f"length {arr[bad[0]]} at sample {int(bad[0])} is not positive "
-                         f"({bad.size} such samples)", source=name)
+    nonpositive = np.flatnonzero(~(arr > 0))
+    if nonpositive.size:
+        first = int(nonpositive[0])
+        raise InputError(f"length {arr[first]} at sample {first} is not positive "
+                         f"({nonpositive.size} such samples)", source=name)
     return arr.astype(np.int64)
 
 

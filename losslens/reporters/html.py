@@ -102,9 +102,10 @@ def _periodogram(log, finding) -> str:
     from losslens.analyze import series_of
     from losslens.detectors.stats import detrend, regular_grid
 
-    (s, *_) = series_of(log, finding.metric) or [None]
-    if s is None:
+    found = series_of(log, finding.metric)
+    if not found:
         return ""
+    s = found[0]
     ok = np.isfinite(s.values)
     grid, spacing = regular_grid(s.steps[ok], s.values[ok])
     r, _ = detrend(grid, max(201, len(grid) // 4) | 1)
