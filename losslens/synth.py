@@ -21,18 +21,6 @@ class Curve:
     truth: dict
 
 
-def clean_curve(n: int = 2000, seed: int = 0, start: float = 3.0, floor: float = 1.0,
-                noise: float = 0.03) -> Curve:
-    """A healthy power-law decay with AR(1) noise."""
-    rng = np.random.default_rng(seed)
-    steps = np.arange(n)
-    trend = floor + (start - floor) * (1 + steps / 50.0) ** -0.5
-    eps = np.zeros(n)
-    for i in range(1, n):
-        eps[i] = 0.6 * eps[i - 1] + rng.normal(0, noise)
-    return Curve(steps, trend * np.exp(eps), {"kind": "clean"})
-
-
 def dflash_line(step: int, loss: float, acc: float, lr: float, time: datetime,
                 tok_per_s: float = 32100.0, q_pre: tuple[int, ...] = (50, 50, 46, 45, 44, 46),
                 q_hs: tuple[int, ...] = (0,), epoch: float = 0.02, eta_days: float = 4.0,

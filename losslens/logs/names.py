@@ -40,8 +40,6 @@ _alias("perplexity", "ppl", "perplexity", "train/perplexity", "train_perplexity_
 # keys that count a position in training rather than measure it
 STEP_KEYS = ("step", "global_step", "num_updates", "current_steps", "_step", "iteration",
              "iter", "trainer/global_step", "train/global_step", "global_step/max_steps", "s")
-BOOKKEEPING = {"step", "epoch", "eta_s", "elapsed_s", "percentage", "total_steps", "max_steps",
-               "segment", "line", "time"}
 
 _SANITISE = re.compile(r"[^0-9a-z]+")
 

@@ -35,14 +35,6 @@ class Accounting:
     def n_skipped(self) -> int:
         return sum(self.skipped.values())
 
-    def merge(self, other: Accounting) -> None:
-        self.total += other.total
-        self.parsed += other.parsed
-        self.blank += other.blank
-        self.skipped.update(other.skipped)
-        for k, v in other.examples.items():
-            self.examples.setdefault(k, v)
-
     def as_dict(self) -> dict[str, int]:
         return {"total": self.total, "parsed": self.parsed, "skipped": self.n_skipped,
                 "blank": self.blank}
