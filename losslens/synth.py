@@ -282,3 +282,10 @@ def bucket_dependent_log(mean_len_per_step: np.ndarray, strength: float = 0.5, s
     z = (mean_len_per_step - mean_len_per_step.mean()) / (mean_len_per_step.std() or 1.0)
     loss = _decay(n, 2.0, 1.0, 500.0) * np.exp(strength * 0.1 * z + rng.normal(0, 0.05, n))
     return np.arange(n), loss
+
+
+def seed_lengths(n: int = 902_000, seed: int = 0) -> np.ndarray:
+    """Per-sample lengths shaped like the seed's dataset: log-normal, median ~1500, clipped to
+    [16, 8192] (with the seed's bounds about half of the bucketed batches fall in the last bucket)."""
+    rng = np.random.default_rng(seed)
+    return np.clip(rng.lognormal(np.log(1500), 0.8, n), 16, 8192).astype(np.int64)

@@ -95,7 +95,7 @@ def order_stats(epochs: list[Epoch], plan: Plan, grad_accum: int = 1, world_size
         "budget_use": round(int(tokens.sum()) / max(1, n_b * plan.token_budget), 4),
         "max_same_bucket_run": int(runs.max()) if runs.numel() else 0,
         f"runs_ge_{k_run}_per_1000": round(1000 * int((runs >= k_run).sum()) / max(1, n_b), 2),
-        "expected_max_run_iid": round(expected_longest_run(share[top], n_b // max(1, len(epochs))), 1),
+        "expected_max_run_iid": round(expected_longest_run(share[top], n_b), 1),  # whole sequence
         "bucket_diversity_per_step": diversity,
         "period_steps": lag,
         "period_acf": acf,
