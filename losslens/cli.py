@@ -318,9 +318,19 @@ def replay(
                 raise UsageError("no loss metric in this log", source=log)
             steps, loss = data.train["step"].to_numpy(), data.train["loss"].cast(float).to_numpy()
         plan = Plan(edges, token_budget, max_batch_size, max_seq_len, bs_from)
-        progress = None if json or not err.is_terminal else (lambda m: err.print(m, style="dim"))
-        report, eps = run_replay(lens, plan, strategy, seed, epochs, grad_accum, world_size, device,
-                                 compare, optimize_bounds, steps, loss, step_offset, null_seeds, progress)
+        from rich.progress import Progress
+
+        with Progress(console=err, transient=True, disable=json or not err.is_terminal) as bar:
+            phases: dict[str, object] = {}
+
+            def progress(phase: str, done: int, total: int) -> None:
+                if phase not in phases:
+                    phases[phase] = bar.add_task(phase, total=total)
+                bar.update(phases[phase], completed=done)  # type: ignore[arg-type]
+
+            report, eps = run_replay(lens, plan, strategy, seed, epochs, grad_accum, world_size,
+                                     device, compare, optimize_bounds, steps, loss, step_offset,
+                                     null_seeds, progress)
         if log is not None and "correlation" in report:
             from losslens.analyze import analyze as run_analysis
             from losslens.replay.correlate import attribute

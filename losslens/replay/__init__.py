@@ -53,20 +53,23 @@ def replay(lengths: np.ndarray, plan: Plan, strategy: str = "bucketed-shuffle", 
            epochs: int = 1, grad_accum: int = 1, world_size: int = 1, device: str = "auto",
            compare: bool = False, optimize: int | None = None, log_steps: np.ndarray | None = None,
            log_loss: np.ndarray | None = None, step_offset: int = 0, null_seeds: int = 99,
-           progress: Callable[[str], None] | None = None) -> tuple[dict, list[Epoch]]:
-    """The replay report (JSON-ready, schema losslens.replay/1) and the chosen strategy's epochs."""
+           progress: Callable[[str, int, int], None] | None = None) -> tuple[dict, list[Epoch]]:
+    """The replay report (JSON-ready, schema losslens.replay/1) and the chosen strategy's epochs.
+    ``progress(phase, done, total)`` is told how far each phase has got (for a progress bar)."""
     dev = pick_device(device)
     lens = torch.from_numpy(np.minimum(lengths, plan.max_seq_len)).to(dev)
     names = list(STRATEGIES) if compare else [strategy]
     entries, chosen = [], None
-    for name in names:
+    for i, name in enumerate(names):
         if progress:
-            progress(f"replaying {name}")
+            progress("replaying strategies", i, len(names))
         eps = build_epochs(name, lens, plan, seed, epochs)
         if name == strategy:
             chosen = eps
         stats = order_stats(eps, plan, grad_accum, world_size)
         entries.append({"name": name, "exactness": EXACTNESS[name], **stats})
+        if progress:
+            progress("replaying strategies", i + 1, len(names))
     report: dict = {"schema": SCHEMA, "samples": int(len(lengths)), "device": str(dev),
                     "plan": {"bounds": list(plan.bounds), "token_budget": plan.token_budget,
                              "max_batch_size": plan.max_batch_size, "max_seq_len": plan.max_seq_len,
@@ -78,7 +81,7 @@ def replay(lengths: np.ndarray, plan: Plan, strategy: str = "bucketed-shuffle", 
     clipped = np.minimum(lengths, plan.max_seq_len)
     if optimize:
         if progress:
-            progress(f"optimising {optimize} bucket bounds")
+            progress(f"optimising {optimize} bucket bounds", 0, 1)
         bounds = optimize_bounds(clipped, optimize)
         better = Plan(tuple(bounds), plan.token_budget, plan.max_batch_size, plan.max_seq_len, plan.bs_from)
         st = order_stats(build_epochs(strategy, lens, better, seed, 1), better)
@@ -88,10 +91,12 @@ def replay(lengths: np.ndarray, plan: Plan, strategy: str = "bucketed-shuffle", 
             "bucket_batch_share": st["bucket_batch_share"], "batches_per_epoch": st["batches_per_epoch"],
             "objective": "padding to each bucket's longest sample (Σℓ / Σ n_k·max_k)"}
     if log_steps is not None and log_loss is not None:
-        if progress:
-            progress(f"correlating with the log ({null_seeds} null seeds)")
         from losslens.replay.correlate import correlate
 
+        def tick(done: int, total: int) -> None:
+            if progress:
+                progress("correlating: replays over null seeds", done, total)
+
         report["correlation"] = correlate(log_steps, log_loss, strategy, lens, plan, seed, epochs,
-                                          grad_accum, world_size, step_offset, null_seeds)
+                                          grad_accum, world_size, step_offset, null_seeds, tick=tick)
     return report, chosen

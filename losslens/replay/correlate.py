@@ -4,6 +4,8 @@ over replayed seeds (the same strategy, other seeds: the null that the loss igno
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 
@@ -36,7 +38,8 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
 
 def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch.Tensor, plan: Plan,
               seed: int, epochs: int, grad_accum: int = 1, world_size: int = 1, offset: int = 0,
-              null_seeds: int = 99, window: int = 201, run_k: int = 4) -> dict:
+              null_seeds: int = 99, window: int = 201, run_k: int = 4,
+              tick: Callable[[int, int], None] | None = None) -> dict:
     """Align logged steps (minus ``offset``) with replayed steps and test the dependence."""
     mean_len, bucket = step_table(build_epochs(strategy, lengths, plan, seed, epochs), grad_accum,
                                   world_size)
@@ -57,6 +60,8 @@ def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch
                                                       epochs), grad_accum, world_size)
         null.append(spearman(r, other[idx]))
         null_runs.append(_in_long_runs(other_bucket, events, run_k))
+        if tick:
+            tick(i + 1, null_seeds)
     p = (1 + sum(abs(x) >= abs(rho) for x in null)) / (1 + len(null))
     out = {"aligned_records": int(ok.sum()), "rho": round(rho, 4), "p_value": p,
            "null_seeds": null_seeds, "null_rho_abs_95": round(float(np.quantile(np.abs(null), 0.95)), 4),
