@@ -139,3 +139,20 @@ def test_modded_nanogpt_big_spike() -> None:
     "vispec-eagle1-draft-keyvalue-nemo-automodel-pr3173", "keras-csvlogger-mnist-cnn"])
 def test_clean_real_logs_silent_at_warning(name: str) -> None:
     assert kinds(analyze(read_log(reallog(name))), Severity.WARNING) == []
+
+
+def test_lr_schedule_evidence() -> None:
+    from losslens.detectors.health import lr_schedule
+
+    warm_cosine = np.r_[np.linspace(1e-6, 1e-3, 50), 1e-3 * np.cos(np.linspace(0, 1.5, 150)) + 1e-5]
+    sched = lr_schedule(warm_cosine)
+    assert sched is not None and sched["warmup"] and sched["decays"]
+    assert sched["peak_lr"] == pytest.approx(1e-3, rel=0.02)
+    flat = lr_schedule(np.full(100, 3e-4))
+    assert flat is not None and not flat["warmup"] and not flat["decays"]
+    c = synth.stuck()
+    f = only(analyze(from_arrays(c.steps, loss=c.loss, lr=np.full(len(c.steps), 3e-4))), "plateau")
+    assert "the LR stays at 0.0003 (it never decays)" in f.summary
+    c = synth.diverging(turn=1200)
+    f = only(analyze(from_arrays(c.steps, loss=c.loss, lr=np.full(len(c.steps), 3e-4))), "divergence")
+    assert f.evidence["lr_schedule"]["warmup"] is False and "no LR warm-up" in f.summary

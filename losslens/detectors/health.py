@@ -12,6 +12,19 @@ from losslens.detectors.stats import robust_scale, rolling_median
 from losslens.findings import Finding, Severity, Skipped
 
 
+def lr_schedule(lr: np.ndarray | None) -> dict | None:
+    """What the logged LR did: a warm-up at the start? does it decay by the end?"""
+    if lr is None:
+        return None
+    ok = lr[np.isfinite(lr)]
+    if len(ok) < 3 or ok.max() <= 0:
+        return None
+    peak = int(np.argmax(ok))
+    return {"warmup": bool(ok[0] < 0.5 * ok.max() and peak > 0),
+            "decays": bool(ok[-1] < 0.5 * ok.max() and peak < len(ok) - 1),
+            "peak_lr": float(ok.max()), "last_lr": float(ok[-1])}
+
+
 def _fmt(x: float) -> str:
     return f"{x:.4g}"
 
@@ -205,11 +218,11 @@ class Divergence(Detector):
                           "rise": round(rise, 4), "monotonicity": round(rho, 3)}
         summary = (f"{series.metric} turns upward at step {int(steps[turn])} and rises "
                    f"{rise:.0%} ({_fmt(low)} → {_fmt(tail)}) to step {int(steps[-1])}")
-        if lr is not None and np.isfinite(lr).sum() >= 3:
-            lr_ok = lr[np.isfinite(lr)]
-            warm = bool(lr_ok[0] < 0.5 * lr_ok.max())
-            evidence.update(lr_at_turn=float(lr[min(turn, len(lr) - 1)]), warmup_seen=warm)
-            summary += "" if warm else "; no LR warm-up in the log: try one, or a lower peak LR"
+        sched = lr_schedule(lr)
+        if sched is not None and lr is not None:
+            evidence.update(lr_at_turn=float(lr[min(turn, len(lr) - 1)]), warmup_seen=sched["warmup"],
+                            lr_schedule=sched)
+            summary += "" if sched["warmup"] else "; no LR warm-up in the log: try one, or a lower peak LR"
         summary += ": training is diverging (lower the LR, clip gradients, check the data)"
         return [Finding(self.name, Severity.ERROR, series.metric, int(steps[turn]), int(steps[-1]),
                         summary, evidence, series.segment)]
@@ -243,17 +256,21 @@ class Plateau(Detector):
             if lr_ok.max() > 0 and lr_ok[-1] < self.lr_floor * lr_ok.max():
                 return []  # a schedule that has decayed: convergence, not a plateau
         stuck = first >= self.high_loss
+        sched = lr_schedule(lr)
         summary = (f"{series.metric} does not improve over {n} records (steps {int(steps[0])}–"
                    f"{int(steps[-1])}): first-tenth median {_fmt(first)}, last {_fmt(last)} "
                    f"({-improvement:+.1%})")
         summary += (": the model is not learning (stuck at its initial loss: check the LR, "
                     "frozen parameters, labels)" if stuck else
                     ": flat from the start (continued training of a converged model, or not learning)")
+        if sched is not None and not sched["decays"]:
+            summary += f"; the LR stays at {_fmt(sched['last_lr'])} (it never decays)"
+        evidence: dict = {"first_median": first, "last_median": last, "improvement": round(improvement, 5),
+                    "stuck_high": stuck}
+        if sched is not None:
+            evidence["lr_schedule"] = sched
         return [Finding(self.name, Severity.WARNING if stuck else Severity.INFO, series.metric,
-                        int(steps[0]), int(steps[-1]), summary,
-                        {"first_median": first, "last_median": last,
-                         "improvement": round(improvement, 5), "stuck_high": stuck},
-                        series.segment)]
+                        int(steps[0]), int(steps[-1]), summary, evidence, series.segment)]
 
 
 class AccuracyDrop(Detector):
