@@ -211,10 +211,9 @@ def watch(
         settings = _settings(config)
         fmt = format or settings.format
         threshold = _severity(exit_on)
-        from losslens.logs import BY_NAME
+        from losslens.logs.registry import check_format
 
-        if fmt != "auto" and fmt not in BY_NAME:
-            raise UsageError(f"unknown format {fmt!r} (known: auto, {', '.join(BY_NAME)})")
+        check_format(fmt)
         w = settings.watch
         watcher = Watcher("<stdin>" if log == "-" else log, None if fmt == "auto" else fmt,
                           settings.registry(), _ignore(ignore, settings), window=w["window"],

@@ -10,6 +10,7 @@ cool-down, and cleared when it has been gone for ``confirm`` analyses.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import queue
 import sys
@@ -232,10 +233,9 @@ class Watcher:
         now = time.time() if now is None else now
         self.acc = log.lines
         self.format = BY_NAME.get(log.format)
-        self.train = deque(log.train.tail(self.train.maxlen or 5000).iter_rows(named=True),
-                           maxlen=self.train.maxlen)
-        return self._debounce(log.__class__(**{**log.__dict__, "train": log.train.tail(
-            self.train.maxlen or 5000)}), now, None)
+        window = log.train.tail(self.train.maxlen or 5000)
+        self.train = deque(window.iter_rows(named=True), maxlen=self.train.maxlen)
+        return self._debounce(dataclasses.replace(log, train=window), now, None)
 
     def _debounce(self, log: Any, now: float, only: set[str] | None) -> list[Event]:
         registry = self.registry if only is None else tuple(d for d in self.registry if d.name in only)

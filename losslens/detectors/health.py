@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from losslens.detectors.base import Detector, Series
-from losslens.detectors.stats import robust_scale, rolling_median
+from losslens.detectors.stats import robust_scale, rolling_median, spearman
 from losslens.findings import Finding, Severity, Skipped
 
 
@@ -17,7 +17,7 @@ def lr_schedule(lr: np.ndarray | None) -> dict | None:
     if lr is None:
         return None
     ok = lr[np.isfinite(lr)]
-    if len(ok) < 3 or ok.max() <= 0:
+    if len(ok) == 0 or ok.max() <= 0:
         return None
     peak = int(np.argmax(ok))
     return {"warmup": bool(ok[0] < 0.5 * ok.max() and peak > 0),
@@ -32,14 +32,6 @@ def _fmt(x: float) -> str:
 def _smooth(v: np.ndarray, frac: int = 20) -> np.ndarray:
     n = len(v)
     return rolling_median(v, max(1, n // frac) | 1) if n >= 20 else v.astype(float)
-
-
-def _spearman(x: np.ndarray) -> float:
-    if len(x) < 3 or np.ptp(x) == 0:
-        return 0.0
-    ranks = np.argsort(np.argsort(x)).astype(float)
-    idx = np.arange(len(x), dtype=float)
-    return float(np.corrcoef(ranks, idx)[0, 1])
 
 
 class NonFinite(Detector):
@@ -199,7 +191,7 @@ class Divergence(Detector):
     def detect(self, series: Series) -> list[Finding] | Skipped:
         v, steps = series.finite()
         n = len(v)
-        if (short := self.too_short(series, len(v), self.min_points)) is not None:
+        if (short := self.too_short(series, n, self.min_points)) is not None:
             return short
         s = _smooth(v)
         skip = int(n * self.warmup) if n >= 50 else 0
@@ -210,7 +202,7 @@ class Divergence(Detector):
         if low <= 0 or len(post) < max(3, n // 20):
             return []
         rise = tail / low - 1
-        rho = _spearman(post)
+        rho = spearman(post)
         if rise < self.min_rise or rho < self.min_rho:
             return []
         lr = (series.context or {}).get("lr")
@@ -243,20 +235,17 @@ class Plateau(Detector):
     def detect(self, series: Series) -> list[Finding] | Skipped:
         v, steps = series.finite()
         n = len(v)
-        if (short := self.too_short(series, len(v), self.min_points)) is not None:
+        if (short := self.too_short(series, n, self.min_points)) is not None:
             return short
         d = max(5, n // 10)
         first, last = float(np.median(v[:d])), float(np.median(v[-d:]))
         improvement = (first - last) / abs(first) if first else 0.0
         if abs(improvement) >= self.min_improvement:
             return []  # improving, or getting worse (divergence's business): not flat
-        lr = (series.context or {}).get("lr")
-        if lr is not None and np.isfinite(lr).any():
-            lr_ok = lr[np.isfinite(lr)]
-            if lr_ok.max() > 0 and lr_ok[-1] < self.lr_floor * lr_ok.max():
-                return []  # a schedule that has decayed: convergence, not a plateau
+        sched = lr_schedule((series.context or {}).get("lr"))
+        if sched is not None and sched["last_lr"] < self.lr_floor * sched["peak_lr"]:
+            return []  # a schedule that has decayed: convergence, not a plateau
         stuck = first >= self.high_loss
-        sched = lr_schedule(lr)
         summary = (f"{series.metric} does not improve over {n} records (steps {int(steps[0])}–"
                    f"{int(steps[-1])}): first-tenth median {_fmt(first)}, last {_fmt(last)} "
                    f"({-improvement:+.1%})")
@@ -286,7 +275,7 @@ class AccuracyDrop(Detector):
     def detect(self, series: Series) -> list[Finding] | Skipped:
         v, steps = series.finite()
         n = len(v)
-        if (short := self.too_short(series, len(v), self.min_points)) is not None:
+        if (short := self.too_short(series, n, self.min_points)) is not None:
             return short
         s = _smooth(v)
         peak = int(np.argmax(s))
@@ -322,7 +311,7 @@ class Overfitting(Detector):
         if len(v) < self.min_points:
             return Skipped(self.name, series.metric, f"only {len(v)} evals; needs {self.min_points}")
         best = int(np.argmin(v))
-        if best >= len(v) - 2 or v[-1] < v[best] * (1 + self.min_rise) or _spearman(v[best:]) < 0.6:
+        if best >= len(v) - 2 or v[-1] < v[best] * (1 + self.min_rise) or spearman(v[best:]) < 0.6:
             return []
         train = (series.context or {}).get("train_loss")
         evidence: dict = {"best_step": int(steps[best]), "best": float(v[best]), "last": float(v[-1])}
@@ -354,7 +343,7 @@ class ThroughputDrop(Detector):
     def detect(self, series: Series) -> list[Finding] | Skipped:
         v, steps = series.finite(True)
         n = len(v)
-        if (short := self.too_short(series, len(v), self.min_points)) is not None:
+        if (short := self.too_short(series, n, self.min_points)) is not None:
             return short
         rate = 1.0 / v if series.metric == "step_time_s" else v
         turn, before, after = level_shift(rate, int(n * self.min_side))

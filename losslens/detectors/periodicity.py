@@ -14,6 +14,18 @@ from losslens.findings import Finding, Severity, Skipped
 KNOWN = {50: "Hugging Face group_by_length mega-batch (50 steps)"}
 
 
+def default_window(n: int, window: int = 201) -> int:
+    """The de-trending window for a grid of ``n`` points (odd)."""
+    return max(window, n // 4) | 1
+
+
+def spectrum(grid: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(frequencies per grid step, periodogram, de-trended residual) of an evenly spaced series."""
+    r, _ = detrend(grid, window)
+    r = r - r.mean()
+    return np.fft.rfftfreq(len(r)), np.abs(np.fft.rfft(r)) ** 2 / len(r), r
+
+
 class Periodicity(Detector):
     name = "periodicity"
     title = "a significant periodic component (period in steps), against a red-noise null"
@@ -35,7 +47,7 @@ class Periodicity(Detector):
         grid, spacing = regular_grid(steps, v)
         n = len(grid)
         epoch_len = self._epoch_length(series)
-        found = self._scan(grid, spacing, max(self.window, n // 4) | 1, None)
+        found = self._scan(grid, spacing, default_window(n, self.window), None)
         if found is None:
             return self._epoch_drops(series, epoch_len)
         period, share, p, phi = found
@@ -60,13 +72,10 @@ class Periodicity(Detector):
         """(period, share of variance, p-value, AR(1) coefficient) of the strongest significant
         period; with ``target`` only that period is tested (no multiple-testing correction)."""
         n = len(grid)
-        r, _ = detrend(grid, window)
-        r = r - r.mean()
+        freqs, power, r = spectrum(grid, window)
         if not np.any(r):
             return None
         longest = min(n / 4, window / 2)  # >= 4 cycles seen, and passed by the de-trending
-        power = np.abs(np.fft.rfft(r)) ** 2 / n
-        freqs = np.fft.rfftfreq(n)
         band = (freqs >= 1.0 / longest) & (freqs <= 0.5)
         if target is not None:
             band = (freqs >= 1.0 / (n / 3)) & (freqs <= 0.5)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from losslens.detectors.base import Detector, Series
+from losslens.detectors.stats import spearman
 from losslens.findings import Finding, Severity, Skipped
 
 
@@ -73,8 +74,7 @@ class PipelineStall(Detector):
         start, end = float(np.median(v[:max(3, len(v) // 10)])), float(np.median(v[-max(3, len(v) // 10):]))
         if end < max(self.min_growth * max(start, 1.0), 10.0):
             return []
-        ranks = np.argsort(np.argsort(half))
-        rho = float(np.corrcoef(ranks, np.arange(len(half)))[0, 1]) if np.ptp(half) else 0.0
+        rho = spearman(half)
         if rho < 0.8:
             return []
         summary = (f"queue {base} grows from {start:.3g} to {end:.3g} and keeps growing: the consumer "

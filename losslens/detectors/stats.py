@@ -55,6 +55,21 @@ def regular_grid(steps: np.ndarray, values: np.ndarray, max_points: int = 1 << 2
     return np.interp(grid, steps.astype(np.float64), values), spacing
 
 
+def ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks 0..n-1 (ties in order of appearance: deterministic)."""
+    return np.argsort(np.argsort(x, kind="stable"), kind="stable").astype(np.float64)
+
+
+def spearman(a: np.ndarray, b: np.ndarray | None = None) -> float:
+    """Spearman's rank correlation of ``a`` with ``b`` (default: with time, i.e. a monotone
+    trend); 0 for fewer than 3 points or a constant input."""
+    if b is None:
+        b = np.arange(len(a), dtype=np.float64)
+    if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return 0.0
+    return float(np.corrcoef(ranks(a), ranks(b))[0, 1])
+
+
 def runs_test(labels: np.ndarray) -> tuple[float, float]:
     """Wald–Wolfowitz runs test on a two-valued sequence: (z, one-sided p of too few runs).
     Few runs means like values cluster together (same-bucket batch runs)."""

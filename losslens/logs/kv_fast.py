@@ -20,6 +20,7 @@ from losslens.logs.base import TIMESTAMP, LineParser
 from losslens.logs.kv import KV, TOKRATE
 from losslens.logs.names import STEP_KEYS, UNIT_SCALE, canonical, is_eval, is_training_metric
 from losslens.logs.records import Accounting, Sink
+from losslens.logs.source import count_lines, decode_lines
 
 SAMPLE_LINES = 500
 MAX_TEMPLATES = 3
@@ -100,7 +101,7 @@ def _numbers(raw: pl.Series) -> tuple[pl.Series, pl.Series | None]:
 
 def read_cells(chunk: bytes, width: int) -> pl.DataFrame | None:
     """The chunk split at '=' and '~' into ``width`` string columns; None when unsure."""
-    expected = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
+    expected = count_lines(chunk)
     if b"\x1f" in chunk or b"\x00" in chunk or b"\x1b" in chunk or b"\r" in chunk:
         return None
     try:
@@ -275,7 +276,7 @@ def parse_chunk(chunk: bytes, first_lineno: int, tpls: list[Template], sink: Sin
 
 def lines_of(chunk: bytes) -> pl.Series:
     """One string per line of ``chunk`` ('\\r' at the end stripped)."""
-    expected = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
+    expected = count_lines(chunk)
     if b"\x1f" not in chunk and b"\x00" not in chunk:
         try:
             df = pl.read_csv(io.BytesIO(chunk), has_header=False, separator="\x1f",
@@ -285,7 +286,4 @@ def lines_of(chunk: bytes) -> pl.Series:
                 return df["line"].str.strip_chars_end("\r")
         except pl.exceptions.PolarsError:
             pass
-    text = chunk.decode("utf-8", errors="replace").split("\n")
-    if text and text[-1] == "":
-        text.pop()
-    return pl.Series("line", [x.rstrip("\r") for x in text], dtype=pl.String)
+    return pl.Series("line", [x.rstrip("\r") for x in decode_lines(chunk)], dtype=pl.String)

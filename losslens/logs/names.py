@@ -84,7 +84,7 @@ _CLOCK = re.compile(r"^(?:(\d+) days?, )?(\d+):(\d\d):(\d\d(?:\.\d+)?)$")
 UNIT_SCALE: dict[str, float] = {
     "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0,
     "%": 1.0, "b/s": 1.0, "it/s": 1.0, "s/it": 1.0, "tok/s": 1.0, "ktok/s": 1e3, "mtok/s": 1e6,
-    "gtok/s": 1e9, "k": 1e3, "m_": 1e6, "gib": 1.0, "gb": 1.0, "mb": 1.0,
+    "gtok/s": 1e9, "k": 1e3, "gib": 1.0, "gb": 1.0, "mb": 1.0,
 }
 
 

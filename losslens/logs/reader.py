@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from losslens.errors import FormatError, InputError, UsageError
+from losslens.errors import FormatError, InputError
 from losslens.logs import kv_fast
 from losslens.logs.base import Format
 from losslens.logs.records import Accounting, Sink
-from losslens.logs.registry import BY_NAME, FORMATS
-from losslens.logs.source import Source, open_source
+from losslens.logs.registry import BY_NAME, FORMATS, check_format
+from losslens.logs.source import Source, decode_lines, open_source
 
 SNIFF_LINES = 400
 SNIFF_DEEP_BYTES = 8 << 20
@@ -64,22 +64,13 @@ def sniff(lines: list[str], limit: int = SNIFF_LINES) -> tuple[Format | None, di
     return (best if scores[best.name] > 0 else None), scores
 
 
-def _decode_lines(chunk: bytes) -> list[str]:
-    text = chunk.decode("utf-8", errors="replace")
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return lines
-
-
 def read_log(path: str | os.PathLike[str], format: str | None = None) -> LogData:
     """Read a training log into canonical frames.
 
     ``format`` is a name from ``losslens formats`` or None/'auto' to detect it from content.
     Raises InputError / FormatError / UsageError (all LossLensError) on bad input.
     """
-    if format not in (None, "auto") and format not in BY_NAME:
-        raise UsageError(f"unknown format {format!r} (known: auto, {', '.join(BY_NAME)})")
+    check_format(format)
     run = _read_run(os.fspath(path), format)
     if run is not None:
         return run
@@ -124,7 +115,7 @@ def _read(src: Source, format: str | None) -> LogData:
         hint = " (UTF-16 text? convert it to UTF-8)" if src.head[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
         raise InputError(f"binary data (NUL byte at offset {at}), not a text log{hint}",
                          source=src.name)
-    head_lines = _decode_lines(src.head)
+    head_lines = decode_lines(src.head)
     if format in (None, "auto"):
         whole = head_lines[:-1] if len(head_lines) > 1 else head_lines
         fmt, _ = sniff(whole)
@@ -132,7 +123,7 @@ def _read(src: Source, format: str | None) -> LogData:
             fmt, _ = sniff(whole, limit=len(whole))
         if fmt is None and src.extend_head(SNIFF_DEEP_BYTES):
             # some logs open with thousands of lines of start-up noise: look further once
-            deep = _decode_lines(src.head)
+            deep = decode_lines(src.head)
             fmt, _ = sniff(deep[:-1] if len(deep) > 1 else deep, limit=len(deep))
         if fmt is None:
             raise FormatError("no known log format recognised (see `losslens formats`, or pass "
@@ -143,7 +134,7 @@ def _read(src: Source, format: str | None) -> LogData:
     if fmt.whole_file:
         data = src.read_all()
         text = data.decode("utf-8", errors="replace")
-        lines = _decode_lines(data)
+        lines = decode_lines(data)
         acc.total = len(lines)
         fmt.parse_text(text, lines, sink, acc, src.name)
     elif fmt.name == "kv":
@@ -159,7 +150,7 @@ def _parse_kv_fast(src: Source, fmt: Format, sink: Sink, acc: Accounting) -> Non
     tpls: list[kv_fast.Template] | None = None
     for chunk in src.chunks():
         if tpls is None:
-            sample = _decode_lines(chunk[: 1 << 20])[: kv_fast.SAMPLE_LINES]
+            sample = decode_lines(chunk[: 1 << 20])[: kv_fast.SAMPLE_LINES]
             tpls = kv_fast.templates(sample)
         kv_fast.parse_chunk(chunk, acc.total + 1, tpls, sink, acc, parser)
     parser.finish()
@@ -169,7 +160,7 @@ def _parse_lines(src: Source, fmt: Format, sink: Sink, acc: Accounting) -> None:
     parser = None
     lineno = 0
     for chunk in src.chunks():
-        for line in _decode_lines(chunk):
+        for line in decode_lines(chunk):
             lineno += 1
             if line.endswith("\r"):
                 line = line.rstrip("\r")

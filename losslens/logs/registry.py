@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from losslens.errors import UsageError
 from losslens.logs.base import Format
 from losslens.logs.console import Fairseq, Megatron, ModdedNanoGPT, NanoGPT, TorchTitan
 from losslens.logs.kv import KeyValue, Olmo
@@ -33,3 +34,9 @@ FORMATS: tuple[Format, ...] = (
 )
 
 BY_NAME: dict[str, Format] = {f.name: f for f in FORMATS}
+
+
+def check_format(name: str | None) -> None:
+    """UsageError unless ``name`` is None, 'auto' or a known format."""
+    if name not in (None, "auto") and name not in BY_NAME:
+        raise UsageError(f"unknown format {name!r} (known: auto, {', '.join(BY_NAME)})")

@@ -75,6 +75,19 @@ class Source:
             self._stream.close()
 
 
+def decode_lines(chunk: bytes) -> list[str]:
+    """The lines of ``chunk`` (split at '\n' only, so tqdm's '\r' redraws stay in one line)."""
+    lines = chunk.decode("utf-8", errors="replace").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def count_lines(chunk: bytes) -> int:
+    """How many lines ``decode_lines`` finds: a last line without its newline counts."""
+    return chunk.count(b"\n") + (0 if not chunk or chunk.endswith(b"\n") else 1)
+
+
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror.lower()

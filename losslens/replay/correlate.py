@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from losslens.detectors.stats import detrend
+from losslens.detectors.stats import detrend, spearman
 from losslens.replay.strategies import Epoch, Plan, build_epochs
 
 
@@ -24,16 +24,6 @@ def step_table(epochs: list[Epoch], grad_accum: int, world_size: int) -> tuple[n
     top = torch.argmax(ml, dim=1)
     b = bucket[: n * per].reshape(n, per).gather(1, top[:, None]).flatten()
     return ml.mean(1).cpu().numpy(), b.cpu().numpy()
-
-
-def _ranks(x: np.ndarray) -> np.ndarray:
-    return np.argsort(np.argsort(x, kind="stable"), kind="stable").astype(np.float64)
-
-
-def spearman(a: np.ndarray, b: np.ndarray) -> float:
-    if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
-        return 0.0
-    return float(np.corrcoef(_ranks(a), _ranks(b))[0, 1])
 
 
 def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch.Tensor, plan: Plan,

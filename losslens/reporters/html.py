@@ -100,7 +100,8 @@ def _axis(x0: float, x1: float) -> str:
 
 def _periodogram(log, finding) -> str:
     from losslens.analyze import series_of
-    from losslens.detectors.stats import detrend, regular_grid
+    from losslens.detectors.periodicity import default_window, spectrum
+    from losslens.detectors.stats import regular_grid
 
     found = series_of(log, finding.metric)
     if not found:
@@ -108,11 +109,8 @@ def _periodogram(log, finding) -> str:
     s = found[0]
     ok = np.isfinite(s.values)
     grid, spacing = regular_grid(s.steps[ok], s.values[ok])
-    r, _ = detrend(grid, max(201, len(grid) // 4) | 1)
-    r = r - r.mean()
-    power = np.abs(np.fft.rfft(r)) ** 2
-    freqs = np.fft.rfftfreq(len(r))
-    keep = freqs > 2.0 / len(r)
+    freqs, power, _ = spectrum(grid, default_window(len(grid)))
+    keep = freqs > 2.0 / len(grid)
     periods, power = spacing / freqs[keep], power[keep]
     if len(periods) < 2:
         return ""

@@ -12,11 +12,9 @@ from rich.table import Table
 from rich.text import Text
 
 from losslens.findings import ExitCode, Severity
-from losslens.reporters.text import STYLE
+from losslens.reporters.text import STYLE, bar
 from losslens.reporters.text import cells as _cells
 from losslens.watch import Event, Watcher
-
-BARS = "▁▂▃▄▅▆▇█"
 
 
 def sparkline(values: list[float], width: int = 60) -> str:
@@ -24,8 +22,7 @@ def sparkline(values: list[float], width: int = 60) -> str:
     if not vals:
         return ""
     lo, hi = min(vals), max(vals)
-    span = (hi - lo) or 1.0
-    return "".join(BARS[min(len(BARS) - 1, int((v - lo) / span * (len(BARS) - 1)))] for v in vals)
+    return "".join(bar(v, lo, hi) for v in vals)
 
 
 class View:

@@ -54,6 +54,14 @@ def analyze_view(report: Report, log: LogData) -> RenderableType:
     return Group(*parts)
 
 
+BARS = "▁▂▃▄▅▆▇█"
+
+
+def bar(v: float, lo: float, hi: float) -> str:
+    """One sparkline character for ``v`` on the scale lo..hi."""
+    return BARS[min(len(BARS) - 1, int((v - lo) / ((hi - lo) or 1.0) * (len(BARS) - 1)))]
+
+
 def loss_sparkline(report: Report, log: LogData, width: int = 80) -> RenderableType | None:
     """The loss as a sparkline, with a marker under the columns where findings are."""
     if "loss" not in log.train.columns or log.train.height < 2:
@@ -72,9 +80,7 @@ def loss_sparkline(report: Report, log: LogData, width: int = 80) -> RenderableT
         top[c] = v if np.isnan(top[c]) else max(top[c], v)
     filled = np.isfinite(top)
     vmin, vmax = float(np.nanmin(top)), float(np.nanmax(top))
-    bars = "▁▂▃▄▅▆▇█"
-    line = "".join(bars[int((v - vmin) / ((vmax - vmin) or 1) * 7)] if ok else " "
-                   for v, ok in zip(top, filled, strict=True))
+    line = "".join(bar(v, vmin, vmax) if ok else " " for v, ok in zip(top, filled, strict=True))
     marks = [" "] * width
     for f in report.findings:
         a = int((f.start_step - lo) / ((hi - lo) or 1) * (width - 1))
