@@ -122,6 +122,17 @@ def test_cli_start_up_loads_neither_scipy_nor_torch() -> None:
     assert proc.stdout.strip() == ""
 
 
+def test_check_run_loads_no_heavy_module() -> None:
+    """A whole `check` (parse, detect, report) stays off scipy, torch, matplotlib, and pydantic
+    (typer 0.29 validates every parameter through pydantic: 0.2-0.3 s a call; pinned below it)."""
+    code = ("import sys\nfrom losslens.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print('loaded:' + ','.join(m for m in ('scipy', 'torch', 'matplotlib', 'pydantic') "
+            "if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code, "check", SEED],
+                          capture_output=True, text=True, check=True)
+    assert proc.stdout.strip().splitlines()[-1] == "loaded:"
+
+
 def test_readme_config_reference_matches_code() -> None:
     from losslens.config import reference
 
