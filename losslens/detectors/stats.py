@@ -101,26 +101,33 @@ def gmm_1d(x: np.ndarray, k: int, iters: int = 80, seed: int = 0
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """A 1-D Gaussian mixture by EM: (weights, means, sds, BIC). Deterministic for a seed."""
     n = len(x)
-    qs = np.quantile(x, (np.arange(k) + 0.5) / k)
-    means = qs.astype(np.float64)
+    x = np.asarray(x, dtype=np.float64)
+    x2 = x * x
+    means = np.quantile(x, (np.arange(k) + 0.5) / k).astype(np.float64)
     sd0 = max(float(np.std(x)), 1e-12)
     sds = np.full(k, sd0 / k)
     weights = np.full(k, 1.0 / k)
     floor = max(sd0 * 1e-3, 1e-12)
+    half_log_2pi = 0.5 * math.log(2 * math.pi)
     ll = -np.inf
     for _ in range(iters):
-        z = (x[:, None] - means[None, :]) / sds[None, :]
-        logp = -0.5 * z * z - np.log(sds)[None, :] - 0.5 * math.log(2 * math.pi) + np.log(weights)[None, :]
-        top = logp.max(axis=1, keepdims=True)
-        resp = np.exp(logp - top)
-        total = resp.sum(axis=1, keepdims=True)
-        new_ll = float((top[:, 0] + np.log(total[:, 0])).sum())
-        resp /= total
-        nk = resp.sum(axis=0) + 1e-12
+        # log w_k N(x | m_k, s_k) as a quadratic in x, a k×n array (rows: reductions over the
+        # k components are then element-wise across a few long rows, which numpy does fast)
+        inv = 1.0 / (sds * sds)
+        logp = np.multiply.outer(-0.5 * inv, x2)
+        logp += np.multiply.outer(means * inv, x)
+        logp += (-0.5 * means * means * inv - np.log(sds) - half_log_2pi + np.log(weights))[:, None]
+        top = logp.max(axis=0)
+        logp -= top
+        np.exp(logp, out=logp)
+        total = logp.sum(axis=0)
+        new_ll = float(top.sum() + np.log(total).sum())
+        logp /= total  # responsibilities
+        nk = logp.sum(axis=1) + 1e-12
         weights = nk / n
-        means = (resp * x[:, None]).sum(axis=0) / nk
-        sds = np.sqrt((resp * (x[:, None] - means[None, :]) ** 2).sum(axis=0) / nk)
-        sds = np.maximum(sds, floor)
+        means = (logp @ x) / nk
+        var = (logp @ x2) / nk - means * means
+        sds = np.sqrt(np.maximum(var, floor * floor))
         if abs(new_ll - ll) < 1e-6 * abs(new_ll) + 1e-10:
             ll = new_ll
             break
