@@ -280,6 +280,8 @@ def replay(
         "--optimize-bounds", metavar="K", help="Find K bucket bounds maximising padding efficiency.")] = None,
     device: Annotated[str, typer.Option("--device", help="auto|cpu|cuda")] = "auto",
     out_file: Annotated[str | None, typer.Option("--out", help="Per-batch table (.parquet or .csv).")] = None,
+    steps_out: Annotated[str | None, typer.Option("--steps-out", help="Per-optimizer-step table "
+                                                  "(.parquet or .csv).")] = None,
     html_out: Annotated[str | None, typer.Option(
         "--html", help="With --log: the post-mortem page, the replayed bucket of each step under the "
         "loss.")] = None,
@@ -287,7 +289,7 @@ def replay(
 ) -> None:
     """Rebuild the batch/bucket sequence a batching strategy fed the model; correlate, compare."""
     with user_errors():
-        from losslens.replay import STRATEGIES, Plan, batch_table, load_lengths
+        from losslens.replay import STRATEGIES, Plan, batch_table, load_lengths, steps_frame
         from losslens.replay import replay as run_replay
         from losslens.reporters import replay_view
 
@@ -352,9 +354,12 @@ def replay(
                     f.write(page)
         elif html_out:
             raise UsageError("--html needs --log (the page shows the replay under the log's loss)")
-        if out_file:
+        if out_file or steps_out:
             table = batch_table(eps, grad_accum, world_size)
-            table.write_parquet(out_file) if out_file.endswith(".parquet") else table.write_csv(out_file)
+            if out_file:
+                _write_frame(table, out_file)
+            if steps_out:
+                _write_frame(steps_frame(table), steps_out)
         if json:
             import json as jsonlib
 
@@ -363,6 +368,10 @@ def replay(
             print(jsonlib.dumps(jsonable(report), allow_nan=False))
         else:
             out.print(replay_view.render(report))
+
+
+def _write_frame(frame, path: str) -> None:
+    frame.write_parquet(path) if path.endswith(".parquet") else frame.write_csv(path)
 
 
 def _write_pages(report, log, html_out: str | None, plot: str | None, several: bool) -> None:

@@ -147,7 +147,8 @@ def test_cli_replay_json(tmp_path) -> None:
     rng = np.random.default_rng(0)
     np.save(tmp_path / "l.npy", np.clip(rng.lognormal(7.3, 0.8, 20000), 16, 8192).astype(np.int64))
     res = CliRunner().invoke(app, ["replay", "--lengths", str(tmp_path / "l.npy"), "--epochs", "2",
-                                   "--grad-accum", "4", "--json", "--out", str(tmp_path / "b.csv")])
+                                   "--grad-accum", "4", "--json", "--out", str(tmp_path / "b.csv"),
+                                   "--steps-out", str(tmp_path / "s.parquet")])
     assert res.exit_code == 0, res.output
     rep = json.loads(res.stdout)
     (entry,) = rep["strategies"]
@@ -157,6 +158,13 @@ def test_cli_replay_json(tmp_path) -> None:
 
     table = pl.read_csv(tmp_path / "b.csv")
     assert table.height == 2 * entry["batches_per_epoch"] and table["step"].max() == (table.height - 1) // 4
+    steps = pl.read_parquet(tmp_path / "s.parquet")
+    assert steps.height == table["step"].max() + 1 and steps["batches"].sum() == table.height
+    assert steps["tokens"].sum() == table["tokens"].sum()
+    assert (steps["batches"][:-1] == 4).all() and (steps["distinct_buckets"] <= 4).all()
+    # the step's bucket is its longest batch's: the bucket the correlation aligns with the loss
+    first = table.filter(pl.col("step") == 0).sort("max_len", descending=True)
+    assert steps["bucket"][0] == first["bucket"][0] and steps["max_len"][0] == first["max_len"][0]
     bad = CliRunner().invoke(app, ["replay", "--lengths", str(tmp_path / "l.npy"), "--bounds", "0,100,50"])
     assert bad.exit_code == 2 and "--bounds must increase" in bad.stderr
 

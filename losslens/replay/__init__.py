@@ -16,7 +16,7 @@ from losslens.replay.strategies import EXACTNESS, STRATEGIES, Epoch, Plan, build
 SCHEMA = "losslens.replay/1"
 
 __all__ = ["EXACTNESS", "SCHEMA", "STRATEGIES", "Epoch", "Plan", "batch_table", "build_epochs",
-           "load_lengths", "pick_device", "replay"]
+           "load_lengths", "pick_device", "replay", "steps_frame"]
 
 
 def pick_device(name: str = "auto") -> torch.device:
@@ -47,6 +47,20 @@ def batch_table(epochs: list[Epoch], grad_accum: int = 1, world_size: int = 1):
             "tokens": ep.tokens.cpu().numpy(), "padded_tokens": (ep.size * ep.max_len).cpu().numpy()}))
         start += n
     return pl.concat(parts)
+
+
+def steps_frame(batches):
+    """Per optimizer step, from the per-batch table: its batches, the bucket of its longest batch
+    (the bucket the correlation uses), how many buckets it mixes, lengths and tokens."""
+    import polars as pl
+
+    return (batches.group_by("step", maintain_order=True)
+            .agg(pl.col("epoch").first(), pl.len().alias("batches"),
+                 pl.col("bucket").sort_by("max_len", descending=True).first(),
+                 pl.col("bucket").n_unique().alias("distinct_buckets"),
+                 pl.col("samples").sum(), pl.col("max_len").max(),
+                 pl.col("max_len").mean().alias("mean_max_len"),
+                 pl.col("tokens").sum(), pl.col("padded_tokens").sum()))
 
 
 def replay(lengths: np.ndarray, plan: Plan, strategy: str = "bucketed-shuffle", seed: int = 0,
