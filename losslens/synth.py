@@ -284,6 +284,18 @@ def bucket_dependent_log(mean_len_per_step: np.ndarray, strength: float = 0.5, s
     return np.arange(n), loss
 
 
+def bucketed_run_lines(step_bucket: np.ndarray, levels: tuple[float, ...] = (1.0, 1.0, 1.0, 1.5, 1.5, 2.0),
+                       seed: int = 4) -> list[str]:
+    """DFlash lines of a run whose loss level is set by the length bucket of each step's batch
+    (``levels[bucket]`` times a decaying curve, 3 % noise): the seed's bands, ground truth known."""
+    rng = np.random.default_rng(seed)
+    n = len(step_bucket)
+    loss = _decay(n, 1.65, 0.55, 50.0) * np.asarray(levels)[step_bucket] * np.exp(rng.normal(0, 0.03, n))
+    acc = np.clip(0.45 - 0.1 * np.log(loss) + rng.normal(0, 0.01, n), 0, 1)
+    return [dflash_line(i, float(loss[i]), float(acc[i]), 2.5e-07 * min(i + 1, 400),
+                        DFLASH_T0 + timedelta(seconds=6 * i), epoch=i / n) for i in range(n)]
+
+
 def seed_lengths(n: int = 902_000, seed: int = 0) -> np.ndarray:
     """Per-sample lengths shaped like the seed's dataset: log-normal, median ~1500, clipped to
     [16, 8192] (with the seed's bounds about half of the bucketed batches fall in the last bucket)."""

@@ -169,6 +169,39 @@ def test_cli_replay_json(tmp_path) -> None:
     assert bad.exit_code == 2 and "--bounds must increase" in bad.stderr
 
 
+@pytest.mark.parametrize(("seed", "tied"), [(0, True), (1, False)])
+def test_readme_replay_ties_the_bucketed_fixture_to_its_order(seed: int, tied: bool) -> None:
+    """fixtures/bucketed_run.log: loss levels ×1, ×1.5, ×2 by the bucket of each step of
+    bucketed-shuffle seed 0. The replay with that seed ties them (and names the cause); another
+    seed's order does not."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from losslens.cli import app
+    from tests.conftest import FIXTURES
+
+    res = CliRunner().invoke(app, ["replay", "--lengths", str(FIXTURES / "lengths_seed_shape.npy"),
+                                   "--log", str(FIXTURES / "bucketed_run.log"), "--seed", str(seed),
+                                   "--null-seeds", "99" if tied else "19", "--json"])
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.stdout)
+    c = rep["correlation"]
+    assert c["aligned_records"] == 1260 and c["loss_level_is"] == "ratio to trend"
+    (band,) = rep["findings"]
+    assert band["kind"] == "multimodal" and len(band["evidence"]["modes"]) == 3
+    levels = c["loss_level_by_bucket"]
+    if tied:
+        assert c["rho"] > 0.7 and c["p_value"] == 0.01
+        assert band["evidence"]["cause"] == "batch_composition"
+        # the planted ×1 : ×1.5 : ×2 levels, read back per bucket (relative to the trend)
+        assert levels["3"] / levels["0"] == pytest.approx(1.5, rel=0.05)
+        assert levels["5"] / levels["0"] == pytest.approx(2.0, rel=0.05)
+    else:
+        assert abs(c["rho"]) < 0.1 and c["p_value"] > 0.05
+        assert "cause" not in band["evidence"]
+
+
 def test_replay_with_log_sets_ladder_cause(tmp_path) -> None:
     import json
 

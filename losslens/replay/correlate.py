@@ -39,9 +39,10 @@ def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch
         return {"aligned_records": int(ok.sum()), "rho": None, "p_value": None,
                 "note": "fewer than 10 logged steps fall inside the replayed steps"}
     idx, y = idx[ok], loss[ok]
-    r, _ = detrend(y, window)
+    r, trend = detrend(y, window)
+    ratio = bool(np.nanmin(y) > 0 and np.nanmin(trend) > 0)  # detrend's own choice
     rho = spearman(r, mean_len[idx])
-    levels = {int(k): float(np.median(r[bucket[idx] == k])) for k in np.unique(bucket[idx])}
+    levels = {int(k): round(float(np.median(r[bucket[idx] == k])), 4) for k in np.unique(bucket[idx])}
     events = idx[_event_positions(y)]  # replayed steps of ladder peaks and spikes
     in_runs = _in_long_runs(bucket, events, run_k)
     null, null_runs = [], []
@@ -55,7 +56,9 @@ def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch
     p = (1 + sum(abs(x) >= abs(rho) for x in null)) / (1 + len(null))
     out = {"aligned_records": int(ok.sum()), "rho": round(rho, 4), "p_value": p,
            "null_seeds": null_seeds, "null_rho_abs_95": round(float(np.quantile(np.abs(null), 0.95)), 4),
-           "loss_level_by_bucket": levels, "events": int(len(events))}
+           "loss_level_by_bucket": levels,
+           "loss_level_is": "ratio to trend" if ratio else "difference from trend",
+           "events": int(len(events))}
     if len(events):
         p_runs = (1 + sum(x >= in_runs for x in null_runs)) / (1 + len(null_runs))
         out.update({f"events_in_runs_ge_{run_k}": round(in_runs, 4),

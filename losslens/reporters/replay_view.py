@@ -44,6 +44,16 @@ def render(r: dict[str, Any]) -> Group:
                 f"{c['null_seeds']} other seeds ({c['aligned_records']} records)"
                 + (": the loss follows the batch composition (cause: batch_composition)" if tied else
                    ": no dependence on this order found"), style="bold red" if tied else "green"))
+            ratio = c["loss_level_is"] == "ratio to trend"
+            levels = ", ".join(f"{k}: {'×' if ratio else ''}{v:{'.2f' if ratio else '+.3g'}}"
+                               for k, v in c["loss_level_by_bucket"].items())
+            parts.append(Text(f"median loss {c['loss_level_is']} by bucket of the step's longest batch: "
+                              f"{levels}"))
+            if c.get("events"):
+                parts.append(Text(
+                    f"{c['events']} ladder peak(s)/spike(s): {c['events_in_runs_ge_4']:.0%} inside "
+                    f"same-bucket runs of ≥ 4 steps (other seeds {c['events_in_runs_null_mean']:.0%}, "
+                    f"p={c['events_in_runs_p_value']:.2g})"))
     for f in r.get("findings", []):
         parts.append(Text(f"{f['severity']} {f['kind']} [{f['metric']}] steps {f['start_step']}–"
                           f"{f['end_step']}: {f['summary']}"))
