@@ -69,8 +69,14 @@ def bucketize(lengths: torch.Tensor, plan: Plan) -> torch.Tensor:
     return torch.bucketize(lengths, edges, right=True)  # (n,) 0..K-1
 
 
-def _gen(seed: int, device: torch.device) -> torch.Generator:
-    return torch.Generator(device=device).manual_seed(int(seed))
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(int(seed))
+
+
+def _perm(n: int, gen: torch.Generator, device: torch.device) -> torch.Tensor:
+    """A random permutation drawn on the CPU and moved to ``device``: CUDA's generator draws other
+    numbers, and a seed must name the same batch sequence on every machine (a few ms for 1M)."""
+    return torch.randperm(n, generator=gen).to(device)
 
 
 def _from_groups(lengths: torch.Tensor, order: torch.Tensor, batch_id: torch.Tensor, n_batches: int,
@@ -118,15 +124,15 @@ def _packed(lengths: torch.Tensor, order: torch.Tensor, plan: Plan, batch_order_
     batch_id = torch.repeat_interleave(torch.arange(n_b, device=lengths.device), sizes)
     perm = None
     if batch_order_seed is not None:
-        perm = torch.randperm(n_b, generator=_gen(batch_order_seed, lengths.device), device=lengths.device)
+        perm = _perm(n_b, _gen(batch_order_seed), lengths.device)
     return _from_groups(lengths, order, batch_id, n_b, plan, perm)
 
 
 def _bucketed(lengths: torch.Tensor, plan: Plan, seed: int, interleave: bool) -> Epoch:
     dev = lengths.device
-    g = _gen(seed, dev)
+    g = _gen(seed)
     b = bucketize(lengths, plan)
-    perm = torch.randperm(lengths.numel(), generator=g, device=dev)
+    perm = _perm(lengths.numel(), g, dev)
     order = perm[torch.sort(b[perm], stable=True).indices]  # grouped by bucket, shuffled inside
     bs = torch.tensor(plan.bucket_batch_sizes(), device=dev)
     counts = torch.bincount(b, minlength=plan.k)
@@ -145,7 +151,7 @@ def _bucketed(lengths: torch.Tensor, plan: Plan, seed: int, interleave: bool) ->
         # batch ids are bucket-major, so the i-th position of bucket k takes batch first[k] + i
         batch_order[torch.sort(seq, stable=True).indices] = torch.arange(n_b, device=dev)
     else:
-        batch_order = torch.randperm(n_b, generator=g, device=dev)
+        batch_order = _perm(n_b, g, dev)
     return _from_groups(lengths, order, batch_id, n_b, plan, batch_order)
 
 
@@ -176,7 +182,7 @@ def _hf_grouped(lengths: torch.Tensor, plan: Plan, seed: int) -> Epoch:
     bsz = plan.max_batch_size
     mult = min(n // (4 * bsz), 50) or 1
     m = mult * bsz
-    perm = torch.randperm(n, generator=_gen(seed, dev), device=dev)
+    perm = _perm(n, _gen(seed), dev)
     mega = torch.arange(n, device=dev) // m
     key = mega * (int(lengths.max()) + 1) + (int(lengths.max()) - lengths[perm])
     order = perm[torch.sort(key, stable=True).indices]
@@ -198,7 +204,7 @@ class Sorted:
 
     def epoch(self, seed: int) -> Epoch:
         e = self.base
-        perm = torch.randperm(e.n, generator=_gen(seed, e.bucket.device), device=e.bucket.device)
+        perm = _perm(e.n, _gen(seed), e.bucket.device)
         n_b = e.n
         batch_id = torch.repeat_interleave(torch.arange(n_b, device=e.bucket.device), e.size)
         return _from_groups(self.lengths, e.samples, batch_id, n_b, self.plan, perm)
@@ -213,8 +219,7 @@ def build_epochs(strategy: str, lengths: torch.Tensor, plan: Plan, seed: int, ep
     out = []
     for e in range(epochs):
         if strategy == "random":
-            order = torch.randperm(lengths.numel(), generator=_gen(seed + e, lengths.device),
-                                   device=lengths.device)
+            order = _perm(lengths.numel(), _gen(seed + e), lengths.device)
             out.append(_packed(lengths, order, plan, None))
         elif strategy == "bucketed-shuffle":
             out.append(_bucketed(lengths, plan, seed + e, interleave=False))
