@@ -46,6 +46,26 @@ def user_errors() -> Iterator[None]:
     except LossLensError as exc:
         err.print(f"losslens: error: {exc}", markup=False)
         raise typer.Exit(ExitCode.ERROR) from None
+    except BrokenPipeError:
+        raise
+    except OSError as exc:  # e.g. an output file that could not be written after all
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        err.print(f"losslens: error: {where}{exc.strerror or exc}", markup=False)
+        raise typer.Exit(ExitCode.ERROR) from None
+
+
+def _writable(*paths: str | None) -> None:
+    """Output files are checked before the work starts: a bad path costs one line, not a run."""
+    for path in paths:
+        if not path:
+            continue
+        folder = os.path.dirname(os.path.abspath(path))
+        if os.path.isdir(path):
+            raise UsageError(f"cannot write {path}: it is a folder")
+        if not os.path.isdir(folder):
+            raise UsageError(f"cannot write {path}: no folder {folder}")
+        if not os.access(folder, os.W_OK):
+            raise UsageError(f"cannot write {path}: the folder {folder} is not writable")
 
 
 def _severity(value: str | None) -> Severity | None:
@@ -122,6 +142,7 @@ def analyze(
     with user_errors():
         settings = _settings(config)
         threshold, kinds = _severity(fail_on), _ignore(ignore, settings)
+        _writable(html_out, plot)
         code = ExitCode.OK
         results = list(_reports(logs, format or settings.format, kinds, settings))
         if pick:
@@ -251,6 +272,9 @@ def watch(
 SEED_BOUNDS = "0,770,1216,1728,2432,3296,8193"
 
 
+MAX_OPTIMIZED_BUCKETS = 64  # the bound search is O(K · distinct lengths²)
+
+
 @app.command()
 def replay(
     lengths: Annotated[str, typer.Option("--lengths", help="Per-sample lengths: .npy, text (one per "
@@ -306,9 +330,15 @@ def replay(
         if edges[-1] <= max_seq_len:
             raise UsageError(f"the last bound ({edges[-1]}) must exceed --max-seq-len ({max_seq_len}): "
                              "bounds are exclusive")
-        if min(token_budget, max_batch_size, epochs, grad_accum, world_size) < 1:
-            raise UsageError("--token-budget, --max-batch-size, --epochs, --grad-accum and --world-size "
-                             "must be >= 1")
+        counts = {"--token-budget": token_budget, "--max-batch-size": max_batch_size, "--epochs": epochs,
+                  "--grad-accum": grad_accum, "--world-size": world_size, "--null-seeds": null_seeds}
+        for option, value in counts.items():
+            if value < 1:
+                raise UsageError(f"{option} must be >= 1, got {value}")
+        if optimize_bounds is not None and not 1 <= optimize_bounds <= MAX_OPTIMIZED_BUCKETS:
+            raise UsageError(f"--optimize-bounds K takes 1 to {MAX_OPTIMIZED_BUCKETS} buckets, got "
+                             f"{optimize_bounds}")
+        _writable(out_file, steps_out, html_out)
         lens = load_lengths(lengths, column)
         steps = loss = None
         if log is not None:

@@ -110,3 +110,41 @@ def test_fuzz_never_crashes(tmp_path: Path, lines: list[str], raw: bytes, newlin
     acc = log.lines
     assert acc.parsed + acc.n_skipped + acc.blank == acc.total
     assert acc.total == data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+
+
+def test_unwritable_outputs_are_one_line_before_any_work(tmp_path: Path) -> None:
+    seed = str(Path(__file__).parents[1] / "fixtures" / "seed004_dflash.log")
+    missing = tmp_path / "no" / "page.html"
+    proc = run("analyze", seed, "--html", str(missing))
+    assert proc.returncode == 2
+    assert one_error_line(proc) == f"losslens: error: cannot write {missing}: no folder {missing.parent}"
+    proc = run("analyze", seed, "--plot", str(tmp_path))
+    assert proc.returncode == 2 and one_error_line(proc).endswith("it is a folder")
+    assert not missing.parent.exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--optimize-bounds", "0"], "--optimize-bounds K takes 1 to 64 buckets, got 0"),
+    (["--optimize-bounds", "65"], "--optimize-bounds K takes 1 to 64 buckets, got 65"),
+    (["--null-seeds", "0"], "--null-seeds must be >= 1, got 0"),
+    (["--grad-accum", "0"], "--grad-accum must be >= 1, got 0"),
+    (["--out", "/nonexistent-folder/b.csv"], "cannot write /nonexistent-folder/b.csv: no folder"),
+])
+def test_replay_bad_options(tmp_path: Path, args: list[str], message: str) -> None:
+    pytest.importorskip("torch")
+    import numpy as np
+
+    np.save(tmp_path / "l.npy", np.array([100, 200, 300]))
+    proc = run("replay", "--lengths", str(tmp_path / "l.npy"), *args)
+    assert proc.returncode == 2 and message in one_error_line(proc)
+
+
+def test_replay_fractional_lengths(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    import numpy as np
+
+    np.save(tmp_path / "l.npy", np.array([100.0, 200.5, 300.25]))
+    proc = run("replay", "--lengths", str(tmp_path / "l.npy"))
+    assert proc.returncode == 2
+    assert one_error_line(proc) == (f"losslens: error: {tmp_path / 'l.npy'}: length 200.5 at sample 1 is "
+                                    "not a whole number of tokens (2 such samples)")

@@ -202,6 +202,15 @@ def test_readme_replay_ties_the_bucketed_fixture_to_its_order(seed: int, tied: b
         assert "cause" not in band["evidence"]
 
 
+def test_replay_notes_truncated_and_over_budget_samples() -> None:
+    lens = np.array([100, 9000, 20000, 3000, 50])
+    report, _ = replay(lens, Plan((0, 1000, 8193), token_budget=2048, max_batch_size=8))
+    assert report["notes"] == [
+        "2 samples are longer than --max-seq-len 8192 and are counted truncated to it",
+        "3 samples alone exceed the token budget 2048: each forms a batch of one, over budget"]
+    assert "notes" not in replay(np.array([100, 200]), Plan((0, 1000, 8193)))[0]
+
+
 def test_replay_with_log_sets_ladder_cause(tmp_path) -> None:
     import json
 

@@ -90,6 +90,15 @@ def replay(lengths: np.ndarray, plan: Plan, strategy: str = "bucketed-shuffle", 
                              "bucket_batch_size": plan.bucket_batch_sizes(), "bs_from": plan.bs_from},
                     "strategy": strategy, "seed": seed, "epochs": epochs, "grad_accum": grad_accum,
                     "world_size": world_size, "strategies": entries}
+    notes = []
+    if (over := int((lengths > plan.max_seq_len).sum())):
+        notes.append(f"{over:,} samples are longer than --max-seq-len {plan.max_seq_len} and are "
+                     "counted truncated to it")
+    if (alone := int((np.minimum(lengths, plan.max_seq_len) > plan.token_budget).sum())):
+        notes.append(f"{alone:,} samples alone exceed the token budget {plan.token_budget}: each "
+                     "forms a batch of one, over budget")
+    if notes:
+        report["notes"] = notes
     if chosen is None:
         chosen = build_epochs(strategy, lens, plan, seed, epochs)
     clipped = np.minimum(lengths, plan.max_seq_len)

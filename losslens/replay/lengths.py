@@ -61,6 +61,11 @@ def load_lengths(path: str | Path, column: str = DEFAULT_COLUMN) -> np.ndarray:
         first = int(nonpositive[0])
         raise InputError(f"length {arr[first]} at sample {first} is not positive "
                          f"({nonpositive.size} such samples)", source=name)
+    fractional = np.flatnonzero(arr != np.floor(arr))
+    if fractional.size:
+        first = int(fractional[0])
+        raise InputError(f"length {arr[first]} at sample {first} is not a whole number of tokens "
+                         f"({fractional.size} such samples)", source=name)
     return arr.astype(np.int64)
 
 

@@ -27,7 +27,7 @@ def render(r: dict[str, Any]) -> Group:
                   f"{e['budget_use']:.3f}", str(e["max_same_bucket_run"]), f"{e['runs_ge_4_per_1000']:.1f}",
                   f"{e['expected_max_run_iid']:.0f}",
                   f"{e['period_steps']} (acf {e['period_acf']})" if e["period_steps"] else "—"))
-    parts: list[Any] = [head, t]
+    parts: list[Any] = [head, *(Text(f"note: {n}", style="yellow") for n in r.get("notes", [])), t]
     if "optimized_bounds" in r:
         o = r["optimized_bounds"]
         parts.append(Text(f"optimised bounds {o['bounds']}: padding efficiency {o['padding_efficiency']:.3f} "
