@@ -107,7 +107,11 @@ def load(path: str | None = None, cwd: Path | None = None) -> Settings:
     """--config FILE, else losslens.toml, else [tool.losslens] in pyproject.toml, else defaults."""
     cwd = cwd or Path.cwd()
     if path is not None:
-        return parse(_read(Path(path)), path)
+        data = _read(Path(path))
+        tool = data.get("tool", {}).get("losslens") if isinstance(data.get("tool"), dict) else None
+        if tool is not None:  # a pyproject.toml-style file: its [tool.losslens] table
+            return parse(tool, f"{path} [tool.losslens]")
+        return parse(data, path)
     if (cwd / "losslens.toml").is_file():
         return parse(_read(cwd / "losslens.toml"), "losslens.toml")
     if (cwd / "pyproject.toml").is_file():

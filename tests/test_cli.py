@@ -155,6 +155,9 @@ def test_config_file_and_precedence(tmp_path) -> None:
     result = runner.invoke(app, ["check", "--config", str(tmp_path / "losslens.toml"), "--fail-on",
                                  "error", str(FIXTURES / "olmo_console.log")])
     assert result.exit_code == 0  # the command line wins over the file
+    # --config pointing at a pyproject.toml reads its [tool.losslens] table
+    given = load(str(tmp_path / "pyproject.toml"))
+    assert given.fail_on == "warning" and given.source.endswith("pyproject.toml [tool.losslens]")
 
 
 def test_log_text_is_never_rich_markup(tmp_path) -> None:
