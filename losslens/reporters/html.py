@@ -211,12 +211,17 @@ def render(report: Report, log, replay_steps: np.ndarray | None = None,
         f'<td>{html.escape(f.summary)}</td></tr>' for f in report.findings)
     table = (f'<table id="findings"><tr><th>severity</th><th>kind</th><th>metric</th><th>steps</th>'
              f'<th>summary</th></tr>{rows}</table>' if rows else '<p id="findings">no findings</p>')
-    panels = []
+    panels, constant = [], []
     for i, name in enumerate(m for m in PANELS if m in log.train.columns or m in log.eval.columns):
         frame = log.eval if name.startswith("eval_") else log.train
         if frame.height == 0 or name not in frame.columns:
             continue
         y = frame[name].cast(float).to_numpy()
+        finite = y[np.isfinite(y)]
+        if (name != "loss" and finite.size and finite.min() == finite.max() and finite.size == y.size
+                and not any(f.metric == name for f in report.findings)):
+            constant.append(f"{name} = {finite[0]:.4g}")  # a flat line says nothing: one word
+            continue
         panels.append(_panel(name, frame["step"].to_numpy().astype(np.float64), y, x0, x1,
                              report.findings, i))
         if name == "loss" and replay_steps is not None and replay_buckets is not None:
@@ -232,9 +237,11 @@ def render(report: Report, log, replay_steps: np.ndarray | None = None,
             f'{lines["skipped"]:,} skipped, {lines["blank"]:,} blank); {report.steps["count"]:,} train '
             f'records, steps {report.steps["first"]}–{report.steps["last"]}; {report.eval_records} eval '
             f'records; {report.segments} segment(s)')
+    flat = (f'<div class="hint">constant over the run: {html.escape(", ".join(constant))}</div>'
+            if constant else "")
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>losslens: '
             f'{html.escape(report.source)}</title><style>{CSS}</style></head><body>'
             f'<h1>{html.escape(report.source)}</h1><div class="meta">{html.escape(meta)}</div>{table}'
             f'<div class="hint">wheel: zoom all charts on the step axis · drag: pan · double-click: reset · '
-            f'shaded: findings (hover for the summary)</div>{"".join(panels)}{_axis(x0, x1)}'
+            f'shaded: findings (hover for the summary)</div>{"".join(panels)}{_axis(x0, x1)}{flat}'
             f'<div class="row">{"".join(extra)}</div><script>{JS}</script></body></html>')
