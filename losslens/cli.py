@@ -379,7 +379,8 @@ def replay(
 
                 _, step_bucket = step_table(eps, grad_accum, world_size)
                 page = html.render(dataclasses.replace(analysed, findings=found), data,
-                                   np.arange(len(step_bucket)) + step_offset, step_bucket)
+                                   np.arange(len(step_bucket)) + step_offset, step_bucket,
+                                   report["correlation"])
                 with open(html_out, "w", encoding="utf-8") as f:
                     f.write(page)
         elif html_out:

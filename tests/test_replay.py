@@ -282,5 +282,7 @@ def test_replay_html_shows_buckets_under_the_loss(tmp_path) -> None:
     assert res.exit_code == 0, res.output
     page = (tmp_path / "r.html").read_text()
     assert 'data-metric="replay buckets"' in page and "replayed length bucket of each step" in page
+    # the evidence panel: one bar per bucket, with ρ and p in its title
+    assert "loss ratio to trend by replayed bucket (ρ=" in page and page.count('text-anchor="middle">×') == 4
     bad = CliRunner().invoke(app, [*args, "--html", str(tmp_path / "x.html")])
     assert bad.exit_code == 2 and "--html needs --log" in bad.stderr

@@ -149,6 +149,32 @@ def _histogram(log, finding) -> str:
             f'{html.escape(finding.metric)} with the bands found</text>{bars}{lines}</svg>')
 
 
+def _bucket_levels(corr: dict) -> str:
+    """The replay's evidence: the median de-trended loss of the steps of each bucket, as bars."""
+    levels = {int(k): float(v) for k, v in corr.get("loss_level_by_bucket", {}).items()}
+    if not levels:
+        return ""
+    ratio = corr.get("loss_level_is") == "ratio to trend"
+    base = 1.0 if ratio else 0.0
+    span = max(abs(v - base) for v in levels.values()) or 1.0
+    w, h = WIDTH // 2 - 10, 200
+    mid, scale = h / 2, (h / 2 - 35) / span
+    bw = (w - 60) / len(levels)
+    bars = ""
+    for i, (k, v) in enumerate(sorted(levels.items())):
+        x, top = 50 + i * bw, mid - max(v - base, 0) * scale
+        label_y = top - 3 if v >= base else mid + abs(v - base) * scale + 11
+        bars += (f'<rect x="{x + 4:.1f}" y="{top:.1f}" width="{bw - 8:.1f}" '
+                 f'height="{abs(v - base) * scale:.1f}" fill="{BUCKET_COLORS[k % len(BUCKET_COLORS)]}"/>'
+                 f'<text x="{x + bw / 2:.1f}" y="{h - 8}" class="tick" text-anchor="middle">{k}</text>'
+                 f'<text x="{x + bw / 2:.1f}" y="{label_y:.1f}" '
+                 f'class="tick" text-anchor="middle">{f"×{v:.2f}" if ratio else _fmt(v)}</text>')
+    title = (f'loss {html.escape(corr.get("loss_level_is", ""))} by replayed bucket '
+             f'(ρ={corr["rho"]:+.2f}, p={corr["p_value"]:.2g})')
+    return (f'<svg width="{w}" height="{h}" class="small"><text x="50" y="14" class="label">{title}</text>'
+            f'<line x1="50" x2="{w - 10}" y1="{mid}" y2="{mid}" stroke="#999"/>{bars}</svg>')
+
+
 JS = """
 (function(){const plots=[...document.querySelectorAll('g.plot')];let k=1,t=0,drag=null;
 const W=PLOT_W;function apply(){
@@ -202,7 +228,7 @@ def _buckets(steps: np.ndarray, bucket: np.ndarray, x0: float, x1: float) -> str
 
 
 def render(report: Report, log, replay_steps: np.ndarray | None = None,
-           replay_buckets: np.ndarray | None = None) -> str:
+           replay_buckets: np.ndarray | None = None, correlation: dict | None = None) -> str:
     x = log.train["step"].to_numpy().astype(np.float64) if log.train.height else np.zeros(0)
     x0, x1 = (float(x.min()), float(x.max())) if len(x) else (0.0, 1.0)
     rows = "".join(
@@ -232,6 +258,8 @@ def render(report: Report, log, replay_steps: np.ndarray | None = None,
             extra.append(_periodogram(log, f))
         if f.kind == "multimodal":
             extra.append(_histogram(log, f))
+    if correlation and correlation.get("rho") is not None:
+        extra.append(_bucket_levels(correlation))
     lines = report.lines
     meta = (f'format {report.format}; {lines["total"]:,} lines ({lines["parsed"]:,} parsed, '
             f'{lines["skipped"]:,} skipped, {lines["blank"]:,} blank); {report.steps["count"]:,} train '
