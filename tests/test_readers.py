@@ -60,6 +60,10 @@ def test_gzip_by_content_and_stdin() -> None:
     ("fairseq.log", "fairseq", 5, 1, 1),
     ("torchtitan_ansi.log", "torchtitan", 10, 0, 1),
     ("olmo_console.log", "olmo", 5, 0, 1),
+    ("keras_stdout.log", "colon", 5, 5, 1),
+    ("custom_colon.log", "colon", 40, 2, 1),
+    ("timm_train.log", "colon", 10, 4, 1),
+    ("composer_console.log", "colon", 30, 2, 1),
 ])
 def test_fixture_counts(name: str, fmt: str, train: int, evals: int, segments: int) -> None:
     log = read_log(FIXTURES / name)
@@ -119,6 +123,46 @@ def test_torchtitan_ansi_stripped() -> None:
     row = log.train.row(0, named=True)
     assert row["step"] == 1 and row["loss"] == 7.9 and row["tokens_per_s"] == 6581.0
     assert row["mfu"] == 1.55
+
+
+def test_colon_consoles_exact_values() -> None:
+    keras = read_log(FIXTURES / "keras_stdout.log")  # 'Epoch 3/5' then that epoch's metrics line
+    row = keras.train.filter(pl.col("step") == 3).row(0, named=True)
+    assert row["epoch"] == 3.0 and row["loss"] == 0.1467 and row["acc"] == 0.91
+    assert keras.eval.filter(pl.col("step") == 3)["eval_loss"].item() == 0.0866
+    assert dict(keras.lines.skipped) == {"unrecognised line": 1}  # TensorFlow's oneDNN notice
+    custom = read_log(FIXTURES / "custom_colon.log")
+    row = custom.train.filter(pl.col("step") == 200).row(0, named=True)
+    assert (row["loss"], row["lr"], row["grad_norm"], row["tokens_per_s"]) == (2.2, 1e-4, 0.7, 31020.0)
+    assert custom.eval["eval_loss"].to_list() == [2.2, 1.4] and custom.eval["step"].to_list() == [200, 400]
+    assert custom.names["grad_norm"] == "grad norm" and dict(custom.lines.skipped) == \
+        {"unrecognised line": 1}  # the logging WARNING line
+    timm = read_log(FIXTURES / "timm_train.log")  # step = epoch x batches per epoch + batch
+    assert timm.train["step"].to_list() == [0, 50, 100, 150, 199, 200, 250, 300, 350, 399]
+    assert timm.train.filter(pl.col("step") == 250)["loss"].item() == 5.65
+    last = timm.eval.filter(pl.col("step") == 399).row(-1, named=True)  # Test: at the last train step
+    assert last["eval_loss"] == 4.1 and last["eval_acc_1"] == 30.5
+    composer = read_log(FIXTURES / "composer_console.log")  # Train time/batch is the step
+    assert composer.train["step"].to_list() == list(range(30))
+    assert composer.train.filter(pl.col("step") == 9)["loss"].item() == 2.65
+    assert composer.eval["step"].to_list() == [14, 29]
+    assert composer.eval["eval_loss"].to_list() == [2.425, 2.05]
+    assert dict(composer.lines.skipped) == {"unrecognised line": 4, "progress line": 4}
+
+
+def test_generic_colon_reader_yields_to_specific_formats(tmp_path) -> None:
+    """DeepSpeed's 'steps: N loss: X' lines between Megatron's: both have 'key: value' pairs;
+    the colon reader wins only when no specific format reads a quarter as many lines."""
+    lines = []
+    for i in range(1, 9):
+        lines.append(f"steps: {i} loss: {12 - i / 10:.4f} iter time (s): 14.753 samples/sec: 1.084")
+        lines.append(f" iteration        {i}/     500 | consumed samples:           {16 * i} | elapsed time "
+                     f"per iteration (ms): 14757.5 | learning rate: 2.000E-07 | global batch size:    16 | "
+                     f"lm loss: {12 - i / 10:.6E} | loss scale: 1.0 | grad norm: 20.203 |")
+    (tmp_path / "m.log").write_text("\n".join(lines) + "\n")
+    assert read_log(tmp_path / "m.log").format == "megatron"
+    (tmp_path / "c.log").write_text("\n".join(lines[::2]) + "\n")
+    assert read_log(tmp_path / "c.log").format == "colon"
 
 
 def test_formats_registry_examples_sniff_as_themselves() -> None:

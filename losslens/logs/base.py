@@ -46,6 +46,9 @@ class Format:
     title: str = ""
     example: str = ""
     whole_file: bool = False  # parsed as one document (JSON), not line by line
+    # a catch-all that also reads other formats' lines ('key: value'): it is chosen only when no
+    # specific format reads at least a quarter as many sample lines
+    generic: bool = False
 
     def sniff(self, lines: list[str]) -> int:
         """How many of these sample lines (non-blank, from the head) this format reads."""

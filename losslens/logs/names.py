@@ -15,21 +15,22 @@ def _alias(canonical: str, *names: str) -> None:
 
 
 _alias("loss", "loss", "train_loss", "train/loss", "loss/train", "lm_loss", "trl", "training_loss",
-       "train/crossentropyloss", "train_loss_step", "train/loss_step", "train_lm_loss", "total_loss")
+       "train/crossentropyloss", "train_loss_step", "train/loss_step", "train_lm_loss", "total_loss",
+       "loss/train/total")
 _alias("acc", "acc", "accuracy", "train_acc", "train_accuracy", "train/acc", "train/accuracy",
        "token_acc", "mean_token_accuracy", "train/mean_token_accuracy", "acc/train")
 _alias("lr", "lr", "learning_rate", "train/learning_rate", "train/lr", "lr-adamw", "lr-adam")
 _alias("grad_norm", "grad_norm", "gnorm", "train/grad_norm", "optim/total_grad_norm",
        "total_grad_norm", "grad_norm/total", "norm")
 _alias("epoch", "epoch", "train/epoch")
-_alias("tokens_per_s", "tokens_per_s", "tok/s", "tokens_per_second", "tps", "wps",
+_alias("tokens_per_s", "tokens_per_s", "tok/s", "tokens/s", "tokens_per_second", "tps", "wps",
        "throughput/device/tokens_per_second", "tokens_global_per_sec", "train/tokens_per_second")
 _alias("samples_per_s", "samples_per_second", "train_samples_per_second", "samples_per_sec",
        "throughput/device/samples_per_second")
 _alias("step_time_s", "step_time_s", "time", "iter_time", "elapsed_time_per_iteration_(ms)",
        "train_speed(s/it)")
 _alias("eval_loss", "eval_loss", "val_loss", "valid_loss", "validation_loss", "val/loss",
-       "eval/loss", "loss/val", "tel", "lm_loss_value", "test_loss")
+       "eval/loss", "loss/val", "tel", "lm_loss_value", "test_loss", "metrics/eval/languagecrossentropy")
 _alias("eval_acc", "eval_acc", "val_acc", "val_accuracy", "eval_accuracy", "valid_acc",
        "eval/accuracy", "eval_mean_token_accuracy")
 _alias("eval_ppl", "eval_ppl", "lm_loss_ppl", "val_ppl")
@@ -39,7 +40,8 @@ _alias("perplexity", "ppl", "perplexity", "train/perplexity", "train_perplexity_
 
 # keys that count a position in training rather than measure it
 STEP_KEYS = ("step", "global_step", "num_updates", "current_steps", "_step", "iteration",
-             "iter", "trainer/global_step", "train/global_step", "global_step/max_steps", "s")
+             "iter", "trainer/global_step", "train/global_step", "global_step/max_steps", "s",
+             "time/batch")
 
 _SANITISE = re.compile(r"[^0-9a-z]+")
 

@@ -61,6 +61,10 @@ def sniff(lines: list[str], limit: int = SNIFF_LINES) -> tuple[Format | None, di
     sample = [x for x in lines if x.strip()][:limit]
     scores = {f.name: f.sniff(sample) for f in FORMATS}
     best = max(FORMATS, key=lambda f: scores[f.name])  # max keeps the first on ties
+    if best.generic:
+        specific = max((f for f in FORMATS if not f.generic), key=lambda f: scores[f.name])
+        if scores[specific.name] > 0 and 4 * scores[specific.name] >= scores[best.name]:
+            best = specific
     return (best if scores[best.name] > 0 else None), scores
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from losslens.errors import UsageError
 from losslens.logs.base import Format
+from losslens.logs.colon import Colon
 from losslens.logs.console import Fairseq, Megatron, ModdedNanoGPT, NanoGPT, TorchTitan
 from losslens.logs.kv import KeyValue, Olmo
 from losslens.logs.structured import (
@@ -30,6 +31,7 @@ FORMATS: tuple[Format, ...] = (
     Olmo(),
     MlflowMetric(),
     KeyValue(),
+    Colon(),
     TensorBoard(),
 )
 

@@ -1,0 +1,168 @@
+"""'key: value' logs: Keras fit() stdout, home-grown trainers ('Step 100 | loss: 2.31 | lr: 1e-4'),
+timm, MosaicML Composer's console ('[batch=12/100]:' then indented 'Train loss/train/total: 2.3').
+
+A line with metrics and a step (a 'step' pair or words like 'Step 100', 'iter 5/1000') is a record.
+A line with a step or an epoch but no metric ('Epoch 3/10', '[batch=12/100]:') opens a record that
+the following step-less metric lines fill, until the next such line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from losslens.logs.base import ANSI, COMMON_NOISE, Format, LineParser, RegexLineParser, leading_time
+from losslens.logs.names import ALIASES, NUMBER, canonical, is_eval, is_training_metric, parse_number
+from losslens.logs.records import Sink, Value
+
+# 'loss: 0.2345', 'val loss: 2.4', 'lr: 1.0e-04', 'time: 0.35s', 'Epoch: 3/10'; the key is one
+# or two words (not quoted: JSON and Python dicts have their own readers); after the number no
+# ':' (a source location 'logging.py:96:'), letter or digit
+PAIR = re.compile(
+    rf"(?<![\w/.\-@'\"])([A-Za-z_][\w/.\-@]*(?: [A-Za-z_][\w/.\-@]*)?)\s*:\s*"
+    rf"(nan|[-+]?inf|\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|{NUMBER})(?:\s*/\s*\d+)?([A-Za-z%]+(?:/[A-Za-z]+)?)?"
+    rf"(?![\w:.])", re.IGNORECASE)
+STEP_WORD = re.compile(r"\b(?:global step|step|iteration|iter|update|batch)\s*[#=]?\s*(\d+)(?:\s*/\s*\d+)?\b",
+                       re.IGNORECASE)
+EPOCH_WORD = re.compile(r"\bepoch\s*[#=]?\s*(\d+)(?:\s*/\s*\d+)?\b", re.IGNORECASE)
+TIMM = re.compile(r"^Train: (\d+) \[\s*(\d+)/(\d+)")
+TIMM_TEST = re.compile(r"^Test: \[\s*\d+/\d+\]")
+EVAL_HEAD = re.compile(r"\[Eval batch=\d+/\d+\]")
+
+
+PHASE = {"train": "", "training": "", "eval": "eval_", "val": "eval_", "valid": "eval_",
+         "validation": "eval_", "test": "eval_"}
+
+
+def _key(key: str) -> str:
+    """A two-word key stays whole when it is a known name ('learning rate', 'val loss'); a
+    phase word in front is a prefix ('Train loss/train/total', 'Eval loss'); else it stays."""
+    first, _, last = key.partition(" ")
+    if not last or key.lower().replace(" ", "_") in ALIASES:
+        return key
+    if first.lower() in PHASE:
+        # 'Eval metrics/eval/LanguageCrossEntropy' is eval_loss already: no second prefix
+        return last if is_eval(canonical(last)) else PHASE[first.lower()] + last
+    return key
+
+
+def colon_pairs(line: str) -> list[tuple[str, str]]:
+    """(key, value text) pairs; a number with a known unit keeps it ('3ms' → 0.003 later)."""
+    out = []
+    for key, number, unit in PAIR.findall(line):
+        text = number + unit
+        if unit and parse_number(text) is None:
+            text = number  # an unknown unit ('9.12GiB'): the number as written
+        out.append((_key(key), text))
+    return out
+
+
+def _is_metric(name: str) -> bool:
+    return is_training_metric(name) or (is_eval(name) and name != "eval_")
+
+
+@dataclass
+class _Record:
+    """A record being assembled over several lines."""
+
+    line: int
+    step: int | None
+    metrics: dict[str, Value]
+    time: datetime | None
+    kind: str | None = None
+
+
+class _ColonParser(RegexLineParser):
+    noise = COMMON_NOISE
+
+    def __init__(self, sink: Sink):
+        super().__init__(sink)
+        self.pending: _Record | None = None
+        self.last_step: int | None = None  # of the last train record (eval records take it)
+
+    def finish(self) -> None:
+        r, self.pending = self.pending, None
+        if r is not None:
+            self._emit(r)
+
+    def _emit(self, r: _Record) -> bool:
+        if r.kind != "eval" and r.step is not None and any(_is_metric(k) for k in r.metrics):
+            self.last_step = r.step
+        return self.sink.emit(r.line, r.step, r.metrics, time=r.time, kind=r.kind)
+
+    def feed(self, lineno: int, line: str) -> str | None:
+        if "\x1b" in line:
+            line = ANSI.sub("", line)
+        if "\r" in line:  # a progress bar redrawn in place: its last state
+            line = next((x for x in reversed(line.split("\r")) if x.strip()), "")
+        time = leading_time(line)
+        if EVAL_HEAD.search(line):  # Composer's '[Eval batch=3/10] Eval on eval data'
+            if not line.rstrip().endswith(":"):
+                return "progress line"
+            self.finish()  # the end of an eval: its metrics follow, at the last train step
+            self.pending = _Record(lineno, self.last_step, {}, time, "eval")
+            return None
+        step, metrics = self.sink.metrics_from_pairs(colon_pairs(line))
+        if (timm := TIMM.match(line)) is not None:
+            n_epoch, batch, per_epoch = (int(g) for g in timm.groups())
+            step, metrics["epoch"] = n_epoch * per_epoch + batch, float(n_epoch)
+            metrics.pop("train", None)  # 'Train: 0' is timm's epoch, not a metric
+        elif TIMM_TEST.match(line):  # timm's evaluation: running means, at the last train step
+            metrics.pop("test", None)
+            if not self.sink.emit(lineno, self.last_step, metrics, time=time, kind="eval"):
+                return "no metric"
+            return None
+        if self.pending is not None and line[:1].isspace() and (metrics or step is not None):
+            # an indented line inside a record (Composer): more metrics, perhaps its true step
+            if step is not None:
+                self.pending.step = step
+            self._extend(metrics)
+            return None
+        if step is None and (m := STEP_WORD.search(line)):
+            step = int(m.group(1))
+        epoch_word = EPOCH_WORD.search(line)
+        epoch = int(epoch_word.group(1)) if epoch_word else None
+        if epoch is not None and "epoch" not in metrics:
+            metrics["epoch"] = float(epoch)
+            self.sink.names.setdefault("epoch", "Epoch")
+        if not any(_is_metric(k) for k in metrics):
+            if step is not None or epoch is not None:  # 'Epoch 3/10', '[batch=12/100]:' open one
+                self.finish()
+                self.pending = _Record(lineno, step if step is not None else epoch, metrics, time)
+                return None
+            if self.pending is not None and metrics:
+                self._extend(metrics)
+                return None
+            return self.classify_noise(line)
+        if step is None and self.pending is not None:  # Keras: the metrics of 'Epoch 3/10'
+            self._extend(metrics)
+            return None
+        self.finish()
+        if not self._emit(_Record(lineno, step, metrics, time)):
+            return "no training metric"
+        return None
+
+    def _extend(self, metrics: dict[str, Value]) -> None:
+        assert self.pending is not None
+        for k, v in metrics.items():
+            self.pending.metrics.setdefault(k, v)
+
+
+def _is_colon_record(line: str) -> bool:
+    return any(_is_metric(canonical(k)) for k, _ in colon_pairs(ANSI.sub("", line)))
+
+
+class Colon(Format):
+    name = "colon"
+    generic = True  # Megatron, torchtitan, modded-nanogpt lines have 'key: value' pairs too
+    title = ("'key: value' lines (Keras fit() stdout, 'Step 100 | loss: 2.31 | lr: 1e-4' loggers, "
+             "timm, Composer's console)")
+    example = ("1875/1875 [==============================] - 5s 3ms/step - loss: 0.2345 - accuracy: "
+               "0.9312 - val_loss: 0.1789 - val_accuracy: 0.9467")
+
+    def sniff(self, lines: list[str]) -> int:
+        return sum(1 for x in lines if _is_colon_record(x))
+
+    def parser(self, sink: Sink) -> LineParser:
+        return _ColonParser(sink)
