@@ -64,6 +64,7 @@ def test_gzip_by_content_and_stdin() -> None:
     ("custom_colon.log", "colon", 40, 2, 1),
     ("timm_train.log", "colon", 10, 4, 1),
     ("composer_console.log", "colon", 30, 2, 1),
+    ("lightning_stdout.log", "lightning", 31, 2, 1),
 ])
 def test_fixture_counts(name: str, fmt: str, train: int, evals: int, segments: int) -> None:
     log = read_log(FIXTURES / name)
@@ -148,6 +149,16 @@ def test_colon_consoles_exact_values() -> None:
     assert composer.eval["step"].to_list() == [14, 29]
     assert composer.eval["eval_loss"].to_list() == [2.425, 2.05]
     assert dict(composer.lines.skipped) == {"unrecognised line": 4, "progress line": 4}
+
+
+def test_lightning_bar_steps_and_postfix() -> None:
+    log = read_log(FIXTURES / "lightning_stdout.log")  # step = epoch × batches + batches done
+    assert log.train["step"].to_list() == list(range(0, 301, 10))
+    assert log.train.filter(pl.col("step") == 150)["epoch"].item() == 1.0
+    # val_loss rides on every redraw after a validation: one eval record per new value
+    assert log.eval["step"].to_list() == [100, 200] and log.eval["eval_loss"].to_list() == [2.3, 1.7]
+    assert (log.lines.total, log.lines.parsed) == (7, 3)
+    assert dict(log.lines.skipped) == {"progress bar": 3, "unrecognised line": 1}
 
 
 def test_generic_colon_reader_yields_to_specific_formats(tmp_path) -> None:

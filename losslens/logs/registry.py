@@ -5,7 +5,7 @@ from __future__ import annotations
 from losslens.errors import UsageError
 from losslens.logs.base import Format
 from losslens.logs.colon import Colon
-from losslens.logs.console import Fairseq, Megatron, ModdedNanoGPT, NanoGPT, TorchTitan
+from losslens.logs.console import Fairseq, Lightning, Megatron, ModdedNanoGPT, NanoGPT, TorchTitan
 from losslens.logs.kv import KeyValue, Olmo
 from losslens.logs.structured import (
     Csv,
@@ -28,6 +28,7 @@ FORMATS: tuple[Format, ...] = (
     NanoGPT(),
     ModdedNanoGPT(),
     TorchTitan(),
+    Lightning(),
     Olmo(),
     MlflowMetric(),
     KeyValue(),
