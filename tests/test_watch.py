@@ -62,6 +62,18 @@ def test_debounce_appears_after_confirmation_then_clears() -> None:
     assert len(w.train) == 200 and w.acc.total == 260 and w.acc.parsed == 260
 
 
+def test_keras_epoch_record_is_live_without_the_next_epoch_line() -> None:
+    """Keras prints 'Epoch 3/3' at the start and the metrics at the end of an epoch: the record
+    is whole at its closing progress line, so a live watch sees the last epoch at once."""
+    s = load(None, cwd=Path("/"))
+    w = Watcher("x", "colon", s.registry(), frozenset())
+    for e in range(1, 4):
+        w.feed(f"Epoch {e}/3")
+        w.feed(f"1875/1875 [==============================] - 5s 3ms/step - loss: {0.4 / e:.4f} - "
+               f"accuracy: 0.9 - val_loss: {0.3 / e:.4f}")
+    assert [r["step"] for r in w.train] == [1, 2, 3] and [r["step"] for r in w.evals] == [1, 2, 3]
+
+
 class Proc:
     """A `losslens watch` process whose stdout lines arrive in a queue."""
 

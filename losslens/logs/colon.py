@@ -29,6 +29,7 @@ EPOCH_WORD = re.compile(r"\bepoch\s*[#=]?\s*(\d+)(?:\s*/\s*\d+)?\b", re.IGNORECA
 TIMM = re.compile(r"^Train: (\d+) \[\s*(\d+)/(\d+)")
 TIMM_TEST = re.compile(r"^Test: \[\s*\d+/\d+\]")
 EVAL_HEAD = re.compile(r"\[Eval batch=\d+/\d+\]")
+KERAS_END = re.compile(r"^\s*(\d+)/\1 (?:\[=+\]|━+)")
 
 
 PHASE = {"train": "", "training": "", "eval": "eval_", "val": "eval_", "valid": "eval_",
@@ -137,6 +138,8 @@ class _ColonParser(RegexLineParser):
             return self.classify_noise(line)
         if step is None and self.pending is not None:  # Keras: the metrics of 'Epoch 3/10'
             self._extend(metrics)
+            if KERAS_END.match(line):  # the epoch's closing progress line: the record is whole
+                self.finish()  # (now, not at the next 'Epoch' line: `watch` sees it at once)
             return None
         self.finish()
         if not self._emit(_Record(lineno, step, metrics, time)):
