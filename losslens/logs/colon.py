@@ -3,7 +3,10 @@ timm, MosaicML Composer's console ('[batch=12/100]:' then indented 'Train loss/t
 
 A line with metrics and a step (a 'step' pair or words like 'Step 100', 'iter 5/1000') is a record.
 A line with a step or an epoch but no metric ('Epoch 3/10', '[batch=12/100]:') opens a record that
-the following step-less metric lines fill, until the next such line.
+the following step-less metric lines fill (indented ones may also give its true step, as
+Composer's 'time/batch' does), until the next such line or, for Keras, the epoch's closing
+progress line. Evaluation lines (timm's 'Test:', Composer's '[Eval batch=N/N]:') are eval
+records at the step of the last train record.
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ def colon_pairs(line: str) -> list[tuple[str, str]]:
 
 
 def _is_metric(name: str) -> bool:
-    return is_training_metric(name) or (is_eval(name) and name != "eval_")
+    return is_training_metric(name) or is_eval(name)
 
 
 @dataclass
