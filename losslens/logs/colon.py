@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 
 from losslens.logs.base import ANSI, COMMON_NOISE, Format, LineParser, RegexLineParser, leading_time
 from losslens.logs.names import ALIASES, NUMBER, canonical, is_eval, is_training_metric, parse_number
@@ -39,6 +40,7 @@ PHASE = {"train": "", "training": "", "eval": "eval_", "val": "eval_", "valid": 
          "validation": "eval_", "test": "eval_"}
 
 
+@lru_cache(maxsize=4096)
 def _key(key: str) -> str:
     """A two-word key stays whole when it is a known name ('learning rate', 'val loss'); a
     phase word in front is a prefix ('Train loss/train/total', 'Eval loss'); else it stays."""
@@ -101,18 +103,20 @@ class _ColonParser(RegexLineParser):
         if "\r" in line:  # a progress bar redrawn in place: its last state
             line = next((x for x in reversed(line.split("\r")) if x.strip()), "")
         time = leading_time(line)
-        if EVAL_HEAD.search(line):  # Composer's '[Eval batch=3/10] Eval on eval data'
+        if "[Eval" in line and EVAL_HEAD.search(line):  # Composer's '[Eval batch=3/10] Eval on eval data'
             if not line.rstrip().endswith(":"):
                 return "progress line"
             self.finish()  # the end of an eval: its metrics follow, at the last train step
             self.pending = _Record(lineno, self.last_step, {}, time, "eval")
             return None
         step, metrics = self.sink.metrics_from_pairs(colon_pairs(line))
-        if (timm := TIMM.match(line)) is not None:
+        timm = TIMM.match(line) if line.startswith("Train:") else None
+        if timm is not None:
             n_epoch, batch, per_epoch = (int(g) for g in timm.groups())
             step, metrics["epoch"] = n_epoch * per_epoch + batch, float(n_epoch)
             metrics.pop("train", None)  # 'Train: 0' is timm's epoch, not a metric
-        elif TIMM_TEST.match(line):  # timm's evaluation: running means, at the last train step
+        elif line.startswith("Test:") and TIMM_TEST.match(line):
+            # timm's evaluation: running means, at the last train step
             metrics.pop("test", None)
             if not self.sink.emit(lineno, self.last_step, metrics, time=time, kind="eval"):
                 return "no metric"
@@ -125,7 +129,7 @@ class _ColonParser(RegexLineParser):
             return None
         if step is None and (m := STEP_WORD.search(line)):
             step = int(m.group(1))
-        epoch_word = EPOCH_WORD.search(line)
+        epoch_word = EPOCH_WORD.search(line) if "poch" in line or "POCH" in line else None
         epoch = int(epoch_word.group(1)) if epoch_word else None
         if epoch is not None and "epoch" not in metrics:
             metrics["epoch"] = float(epoch)

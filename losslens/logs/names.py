@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 
 # original key (lower-case, spaces as '_') -> canonical name
 ALIASES: dict[str, str] = {}
@@ -46,6 +47,7 @@ STEP_KEYS = ("step", "global_step", "num_updates", "current_steps", "_step", "it
 _SANITISE = re.compile(r"[^0-9a-z]+")
 
 
+@lru_cache(maxsize=4096)  # per-line readers ask for the same few keys on every line
 def canonical(key: str) -> str:
     """Map an original metric key to its canonical name (unknown keys: lower snake case)."""
     k = key.strip().lower().replace(" ", "_")
@@ -66,6 +68,7 @@ _METRIC_SUFFIXES = ("loss", "acc", "accuracy", "perplexity", "ppl", "reward", "s
 _NOT_METRICS = ("scale", "window", "power", "hysteresis", "weight", "coef", "factor")
 
 
+@lru_cache(maxsize=4096)
 def is_training_metric(name: str) -> bool:
     """A record is a training record only if it measures something the model does (a loss, an
     accuracy…), not a setting that merely mentions one (``loss_scale_window``)."""
