@@ -100,6 +100,8 @@ class _ColonParser(RegexLineParser):
     def feed(self, lineno: int, line: str) -> str | None:
         if "\x1b" in line:
             line = ANSI.sub("", line)
+        if "\x08" in line:  # Keras erases its bar with backspaces before redrawing it
+            line = line.replace("\x08", "")
         if "\r" in line:  # a progress bar redrawn in place: its last state
             line = next((x for x in reversed(line.split("\r")) if x.strip()), "")
         time = leading_time(line)
@@ -144,10 +146,13 @@ class _ColonParser(RegexLineParser):
                 return None
             return self.classify_noise(line)
         if step is None and self.pending is not None:  # Keras: the metrics of 'Epoch 3/10'
-            self._extend(metrics)
+            self._extend(metrics)  # (a later progress line of the epoch has the newer values)
             if KERAS_END.match(line):  # the epoch's closing progress line: the record is whole
                 self.finish()  # (now, not at the next 'Epoch' line: `watch` sees it at once)
             return None
+        if step is None and self.last_step is not None and KERAS_END.match(line):
+            # a closing progress line outside any epoch: model.evaluate() on some other data
+            return "evaluate() after training"
         self.finish()
         if not self._emit(_Record(lineno, step, metrics, time)):
             return "no training metric"
@@ -155,8 +160,7 @@ class _ColonParser(RegexLineParser):
 
     def _extend(self, metrics: dict[str, Value]) -> None:
         assert self.pending is not None
-        for k, v in metrics.items():
-            self.pending.metrics.setdefault(k, v)
+        self.pending.metrics.update(metrics)
 
 
 def _is_colon_record(line: str) -> bool:
