@@ -65,6 +65,7 @@ def test_gzip_by_content_and_stdin() -> None:
     ("timm_train.log", "colon", 10, 4, 1),
     ("composer_console.log", "colon", 30, 2, 1),
     ("lightning_stdout.log", "lightning", 31, 2, 1),
+    ("torchtune_bar.log", "colon", 40, 0, 1),
 ])
 def test_fixture_counts(name: str, fmt: str, train: int, evals: int, segments: int) -> None:
     log = read_log(FIXTURES / name)
@@ -161,6 +162,16 @@ def test_lightning_bar_steps_and_postfix() -> None:
     assert log.eval["step"].to_list() == [100, 200] and log.eval["eval_loss"].to_list() == [2.3, 1.7]
     assert (log.lines.total, log.lines.parsed) == (7, 3)
     assert dict(log.lines.skipped) == {"progress bar": 3, "unrecognised line": 1}
+
+
+def test_every_redraw_of_a_bar_is_read_and_a_short_file_sniffs_whole(tmp_path) -> None:
+    tune = read_log(FIXTURES / "torchtune_bar.log")  # 40 steps in one physical line
+    assert tune.train["step"].to_list() == list(range(1, 41))
+    assert tune.train["epoch"].unique().to_list() == [1.0]
+    assert (tune.lines.total, tune.lines.parsed) == (2, 1)
+    # a two-line file whose record is its last line: the head ends at a newline, so it is whole
+    (tmp_path / "two.log").write_text("starting\nStep 1 | loss: 2.5\n")
+    assert read_log(tmp_path / "two.log").train["loss"].to_list() == [2.5]
 
 
 def test_generic_colon_reader_yields_to_specific_formats(tmp_path) -> None:

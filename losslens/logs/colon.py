@@ -22,17 +22,18 @@ from losslens.logs.records import Sink, Value
 
 # 'loss: 0.2345', 'val loss: 2.4', 'lr: 1.0e-04', 'time: 0.35s', 'Epoch: 3/10'; the key is one
 # or two words (not quoted: JSON and Python dicts have their own readers); after the number no
-# ':' (a source location 'logging.py:96:'), letter or digit
+# letter, digit or ':digit' (a clock '0:05:12'); torchtune's 'Loss: 1.55:' ends in a colon
 PAIR = re.compile(
     rf"(?<![\w/.\-@'\"])([A-Za-z_][\w/.\-@]*(?: [A-Za-z_][\w/.\-@]*)?)\s*:\s*"
     rf"(nan|[-+]?inf|\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|{NUMBER})(?:\s*/\s*\d+)?([A-Za-z%]+(?:/[A-Za-z]+)?)?"
-    rf"(?![\w:.])", re.IGNORECASE)
+    rf"(?![\w.]|:\d)", re.IGNORECASE)
 STEP_WORD = re.compile(r"\b(?:global step|step|iteration|iter|update|batch)\s*[#=]?\s*(\d+)(?:\s*/\s*\d+)?\b",
                        re.IGNORECASE)
 EPOCH_WORD = re.compile(r"\bepoch\s*[#=]?\s*(\d+)(?:\s*/\s*\d+)?\b", re.IGNORECASE)
 TIMM = re.compile(r"^Train: (\d+) \[\s*(\d+)/(\d+)")
 TIMM_TEST = re.compile(r"^Test: \[\s*\d+/\d+\]")
 EVAL_HEAD = re.compile(r"\[Eval batch=\d+/\d+\]")
+TORCHTUNE = re.compile(r"^\s*(\d+)\|(\d+)\|Loss: ")
 KERAS_END = re.compile(r"^\s*(\d+)/\1 (?:\[=+\]|━+)")
 
 
@@ -102,8 +103,14 @@ class _ColonParser(RegexLineParser):
             line = ANSI.sub("", line)
         if "\x08" in line:  # Keras erases its bar with backspaces before redrawing it
             line = line.replace("\x08", "")
-        if "\r" in line:  # a progress bar redrawn in place: its last state
-            line = next((x for x in reversed(line.split("\r")) if x.strip()), "")
+        if "\r" not in line:
+            return self._feed(lineno, line)
+        # a progress bar redrawn in place: every state counts (torchtune's bar shows a new step
+        # and loss in each; Keras's, newer values of the same epoch)
+        reasons = [self._feed(lineno, x) for x in line.split("\r") if x.strip()]
+        return None if not reasons or None in reasons else reasons[-1]
+
+    def _feed(self, lineno: int, line: str) -> str | None:
         time = leading_time(line)
         if "[Eval" in line and EVAL_HEAD.search(line):  # Composer's '[Eval batch=3/10] Eval on eval data'
             if not line.rstrip().endswith(":"):
@@ -112,6 +119,9 @@ class _ColonParser(RegexLineParser):
             self.pending = _Record(lineno, self.last_step, {}, time, "eval")
             return None
         step, metrics = self.sink.metrics_from_pairs(colon_pairs(line))
+        tune = TORCHTUNE.match(line) if "|Loss: " in line else None
+        if tune is not None:  # torchtune's bar: 'EPOCH|STEP|Loss: X:  2%|▏ | 25/1000 [...]'
+            step, metrics["epoch"] = int(tune.group(2)), float(tune.group(1))
         timm = TIMM.match(line) if line.startswith("Train:") else None
         if timm is not None:
             n_epoch, batch, per_epoch = (int(g) for g in timm.groups())

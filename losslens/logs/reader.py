@@ -121,7 +121,9 @@ def _read(src: Source, format: str | None) -> LogData:
                          source=src.name)
     head_lines = decode_lines(src.head)
     if format in (None, "auto"):
-        whole = head_lines[:-1] if len(head_lines) > 1 else head_lines
+        # the head's last line may be cut short, unless the head ends at a newline
+        cut = len(head_lines) > 1 and not src.head.endswith(b"\n")
+        whole = head_lines[:-1] if cut else head_lines
         fmt, _ = sniff(whole)
         if fmt is None:  # a long preamble: look at the whole head, then further once
             fmt, _ = sniff(whole, limit=len(whole))
