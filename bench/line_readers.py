@@ -4,7 +4,7 @@ line into per-key lists, turned into a polars frame. read_log does more (steps f
 units, thousands separators, multi-line records, eval split, line accounting), so the ratio says
 what that costs.
 
-    python bench/line_readers.py [--lines 200000] [--repeat 3]
+    python bench/line_readers.py [--lines 300000] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import OUT, best_of  # noqa: E402
+from _common import OUT, best_of, child_peak_rss_mb  # noqa: E402
 
 from losslens import read_log  # noqa: E402
 
@@ -48,10 +48,12 @@ def plain_loop(path: Path):
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--lines", type=int, default=200_000)
+    ap.add_argument("--lines", type=int, default=300_000)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     path = colon_log(args.lines)
+    rss = child_peak_rss_mb(f"from losslens import read_log; read_log({str(path)!r})")
+    base = child_peak_rss_mb("import polars, numpy, losslens")
     ours = best_of(lambda: read_log(path), args.repeat)
     plain = best_of(lambda: plain_loop(path), args.repeat)
     log = read_log(path)
@@ -59,6 +61,8 @@ def main() -> None:
     print(f"{args.lines:,} 'Step N | loss: x | …' lines")
     print(f"read_log (colon)  {ours:6.2f} s  ({ours / args.lines * 1e6:.1f} µs a line)")
     print(f"plain re loop     {plain:6.2f} s  ratio {ours / plain:.2f}")
+    print(f"peak RSS read_log {rss:6.0f} MiB (interpreter + imports alone: {base:.0f} MiB); records "
+          f"become frames every 50,000")
 
 
 if __name__ == "__main__":

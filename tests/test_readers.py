@@ -174,6 +174,25 @@ def test_every_redraw_of_a_bar_is_read_and_a_short_file_sniffs_whole(tmp_path) -
     assert read_log(tmp_path / "two.log").train["loss"].to_list() == [2.5]
 
 
+@pytest.mark.parametrize("name", ["custom_colon.log", "nanogpt_nan.log", "megatron_ranks.log",
+                                  "olmo_console.log", "hf_stdout.log"])
+def test_compacted_records_give_the_same_frames(monkeypatch, name: str) -> None:
+    """Per-line readers turn records into frames as they go (memory); the frames are the same."""
+    from losslens.logs import records, source
+
+    whole = read_log(FIXTURES / name)
+    monkeypatch.setattr(records, "COMPACT_AT", 1)  # and chunks of a few lines, to compact often
+    monkeypatch.setattr(source, "HEAD_BYTES", 700)
+    monkeypatch.setattr(source.Source.chunks, "__defaults__", (300,))
+    compacted = []
+    real = records.Sink.compact
+    monkeypatch.setattr(records.Sink, "compact", lambda self: (compacted.append(len(self.train)), real(self)))
+    small = read_log(FIXTURES / name)
+    # (hf's parser revisits its records: it is never compacted)
+    assert (sum(n >= 1 for n in compacted) >= 1) == (name != "hf_stdout.log")
+    assert small.train.equals(whole.train) and small.eval.equals(whole.eval)
+
+
 def test_generic_colon_reader_yields_to_specific_formats(tmp_path) -> None:
     """DeepSpeed's 'steps: N loss: X' lines between Megatron's: both have 'key: value' pairs;
     the colon reader wins only when no specific format reads a quarter as many lines."""

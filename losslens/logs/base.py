@@ -49,6 +49,7 @@ class Format:
     # a catch-all that also reads other formats' lines ('key: value'): it is chosen only when no
     # specific format reads at least a quarter as many sample lines
     generic: bool = False
+    keeps_records: bool = False  # its parser revisits records it emitted (never compacted)
 
     def sniff(self, lines: list[str]) -> int:
         """How many of these sample lines (non-blank, from the head) this format reads."""

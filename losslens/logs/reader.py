@@ -166,6 +166,8 @@ def _parse_lines(src: Source, fmt: Format, sink: Sink, acc: Accounting) -> None:
     parser = None
     lineno = 0
     for chunk in src.chunks():
+        if not fmt.keeps_records:
+            sink.compact()
         for line in decode_lines(chunk):
             lineno += 1
             if line.endswith("\r"):

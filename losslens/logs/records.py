@@ -14,6 +14,7 @@ import polars as pl
 from losslens.logs.names import STEP_KEYS, canonical, is_eval, is_training_metric, parse_value
 
 Value = float | list[float]
+COMPACT_AT = 50_000  # per-line readers turn their records into a frame every this many
 
 
 @dataclass
@@ -52,6 +53,17 @@ class Sink:
     notes: list[str] = field(default_factory=list)
     idle_lines: list[int] = field(default_factory=list)  # vectorised rows that held no metric
     source_name: str = ""  # the file's base name (an MLflow metric file is named by its metric)
+
+    def compact(self) -> None:
+        """Turn the records gathered so far into frames: a dict per record costs about ten times
+        its columns' memory (1M per-line records: ~1 GB as dicts)."""
+        at_least = COMPACT_AT
+        if len(self.train) >= at_least:
+            self.frames.append(pl.from_dicts(self.train, infer_schema_length=None))
+            self.train = []
+        if len(self.eval) >= at_least:
+            self.eval_frames.append(pl.from_dicts(self.eval, infer_schema_length=None))
+            self.eval = []
 
     def emit(self, line: int, step: int | None, metrics: Mapping[str, Value | None],
              time: datetime | None = None, kind: str | None = None) -> bool:

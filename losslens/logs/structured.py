@@ -295,6 +295,7 @@ class _HFParser(RegexLineParser):
 
 class HFStdout(Format):
     name = "hf"
+    keeps_records = True  # finish() may rebuild the steps of buffered output
     title = ("Hugging Face Trainer / TRL / ms-swift stdout: {'loss': ...} dicts (string values "
              "too) among tqdm redraws")
     example = ("{'loss': 2.0592, 'grad_norm': 0.6914, 'learning_rate': 7.17e-05, "
