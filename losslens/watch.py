@@ -26,7 +26,7 @@ from losslens.errors import LossLensError
 from losslens.findings import Finding, Report, Severity
 from losslens.logs import BY_NAME, sniff
 from losslens.logs.base import Format, LineParser
-from losslens.logs.reader import _assemble
+from losslens.logs.reader import _assemble, feed_ranked
 from losslens.logs.records import Accounting, Sink
 
 SNIFF_AFTER = 20  # non-blank lines before the format is guessed
@@ -185,7 +185,7 @@ class Watcher:
     def _parse(self, lineno: int, line: str) -> None:
         assert self.parser is not None
         n_train, n_eval = len(self.sink.train), len(self.sink.eval)
-        reason = self.parser.feed(lineno, line)
+        reason = feed_ranked(self.parser, self.sink, lineno, line)
         if reason is None:
             self.acc.parsed += 1
         else:

@@ -193,6 +193,25 @@ def test_compacted_records_give_the_same_frames(monkeypatch, name: str) -> None:
     assert small.train.equals(whole.train) and small.eval.equals(whole.eval)
 
 
+def test_torchrun_ranks_keep_rank_zero(tmp_path) -> None:
+    """Four ranks print the same steps, interleaved: read as one run of rank 0 (not 30 restarts)."""
+    log = read_log(FIXTURES / "torchrun_ranks.log")
+    assert log.format == "kv" and len(log.segments) == 1
+    assert log.train["step"].to_list() == list(range(1, 61)) and "rank" not in log.train.columns
+    assert log.train.filter(pl.col("step") == 10)["loss"].item() == 2.8  # rank 0's value
+    assert (log.lines.total, log.lines.parsed, log.lines.n_skipped) == (241, 60, 181)
+    assert log.lines.skipped["another rank's record (rank 0 analysed)"] == 180
+    assert "lines from 4 ranks (0, 1, 2, 3): rank 0 analysed, 180 records of the others skipped" in log.notes
+    # a NaN that only another rank printed is not analysed, but it is said
+    text = (FIXTURES / "torchrun_ranks.log").read_text().replace("[rank3]: step=40 loss=2.2300",
+                                                                 "[rank3]: step=40 loss=nan")
+    (tmp_path / "nan.log").write_text(text)
+    assert read_log(tmp_path / "nan.log").notes[-1].startswith("rank 3 logged a non-finite loss at step 40")
+    # one rank only (Megatron's last rank prints): nothing is dropped, no rank column
+    mega = read_log(FIXTURES / "megatron_ranks.log")
+    assert mega.train.height == 20 and "rank" not in mega.train.columns
+
+
 def test_generic_colon_reader_yields_to_specific_formats(tmp_path) -> None:
     """DeepSpeed's 'steps: N loss: X' lines between Megatron's: both have 'key: value' pairs;
     the colon reader wins only when no specific format reads a quarter as many lines."""

@@ -18,6 +18,7 @@ import pytest
 from losslens import synth
 from losslens.config import load
 from losslens.watch import Follower, Watcher
+from tests.conftest import FIXTURES
 
 
 def test_follower_waits_appends_partial_truncate_rotate_recreate(tmp_path: Path) -> None:
@@ -72,6 +73,18 @@ def test_keras_epoch_record_is_live_without_the_next_epoch_line() -> None:
         w.feed(f"1875/1875 [==============================] - 5s 3ms/step - loss: {0.4 / e:.4f} - "
                f"accuracy: 0.9 - val_loss: {0.3 / e:.4f}")
     assert [r["step"] for r in w.train] == [1, 2, 3] and [r["step"] for r in w.evals] == [1, 2, 3]
+
+
+def test_watch_reads_rank_zero_of_interleaved_ranks() -> None:
+    s = load(None, cwd=Path("/"))
+    w = Watcher("x", None, s.registry(), frozenset())
+    for line in (FIXTURES / "torchrun_ranks.log").read_text().splitlines():
+        w.feed(line)
+    w.finish_input()
+    w.analyse(now=0.0)
+    assert w.format is not None and w.format.name == "kv"
+    assert [r["step"] for r in w.train if r.get("rank") == 0] == list(range(1, 61))
+    assert w.report is not None and w.report.segments == 1
 
 
 class Proc:

@@ -9,6 +9,8 @@ from datetime import datetime
 from losslens.logs.records import Accounting, Sink
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+# the prefix torchrun puts on each rank's lines ('[rank3]: ', '[default3]: ' with --tee)
+RANK_PREFIX = re.compile(r"^\s*\[(?:[A-Za-z_]+)?(\d+)\]:\s?")
 TIMESTAMP = re.compile(
     r"^\[?(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,6})?)(?:Z|[+-]\d\d:?\d\d)?\]?")
 

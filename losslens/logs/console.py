@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import re
 
-from losslens.logs.base import ANSI, COMMON_NOISE, Format, LineParser, RegexLineParser, leading_time
+from losslens.logs.base import (
+    ANSI,
+    COMMON_NOISE,
+    RANK_PREFIX,
+    Format,
+    LineParser,
+    RegexLineParser,
+    leading_time,
+)
 from losslens.logs.names import NUMBER, is_eval, parse_number
 from losslens.logs.records import Sink, Value
 
@@ -118,7 +126,6 @@ class ModdedNanoGPT(Format):
 
 
 # --- Megatron / Megatron-DeepSpeed -----------------------------------------------------------
-RANK_PREFIX = re.compile(r"^\s*\[(?:default|rank)?\d+\]:\s?")
 MEGA_ITER = re.compile(r"^\s*iteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)$")
 MEGA_VALID = re.compile(r"validation loss at iteration\s+(\d+)\s*(?:on \w+ set)?\s*\|(.*)$")
 MEGA_FIELD = re.compile(r"^\s*([^:|]+?)\s*:\s*(\S+)\s*$")

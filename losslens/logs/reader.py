@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -10,7 +11,7 @@ import polars as pl
 
 from losslens.errors import FormatError, InputError
 from losslens.logs import kv_fast
-from losslens.logs.base import Format
+from losslens.logs.base import RANK_PREFIX, Format, LineParser
 from losslens.logs.records import Accounting, Sink
 from losslens.logs.registry import BY_NAME, FORMATS, check_format
 from losslens.logs.source import Source, decode_lines, open_source
@@ -58,7 +59,7 @@ class LogData:
 
 def sniff(lines: list[str], limit: int = SNIFF_LINES) -> tuple[Format | None, dict[str, int]]:
     """The format that reads most of the first ``limit`` non-blank lines, and every score."""
-    sample = [x for x in lines if x.strip()][:limit]
+    sample = [RANK_PREFIX.sub("", x, count=1) for x in lines if x.strip()][:limit]
     scores = {f.name: f.sniff(sample) for f in FORMATS}
     best = max(FORMATS, key=lambda f: scores[f.name])  # max keeps the first on ties
     if best.generic:
@@ -143,8 +144,8 @@ def _read(src: Source, format: str | None) -> LogData:
         lines = decode_lines(data)
         acc.total = len(lines)
         fmt.parse_text(text, lines, sink, acc, src.name)
-    elif fmt.name == "kv":
-        _parse_kv_fast(src, fmt, sink, acc)
+    elif fmt.name == "kv" and not any(RANK_PREFIX.match(x) for x in head_lines[:SNIFF_LINES]):
+        _parse_kv_fast(src, fmt, sink, acc)  # (per-rank lines go per line: their rank is kept)
     else:
         _parse_lines(src, fmt, sink, acc)
     return _assemble(src.name, fmt.name, sink, acc)
@@ -181,7 +182,7 @@ def _parse_lines(src: Source, fmt: Format, sink: Sink, acc: Accounting) -> None:
             if parser is None:
                 maker = getattr(fmt, "parser_for", None)
                 parser = maker(sink, line) if maker else fmt.parser(sink)
-            reason = parser.feed(lineno, line)
+            reason = feed_ranked(parser, sink, lineno, line)
             if reason is None:
                 acc.parsed += 1
             else:
@@ -189,6 +190,56 @@ def _parse_lines(src: Source, fmt: Format, sink: Sink, acc: Accounting) -> None:
     if parser is not None:
         parser.finish()
     acc.total = lineno
+
+
+def feed_ranked(parser: LineParser, sink: Sink, lineno: int, line: str) -> str | None:
+    """Feed one line to ``parser``; a torchrun rank prefix ('[rank3]: ') is cut off first and
+    the records the line completes are tagged with that rank (see ``_one_rank``)."""
+    m = RANK_PREFIX.match(line) if "]:" in line[:32] else None
+    if m is None:
+        return parser.feed(lineno, line)
+    n_train, n_eval = len(sink.train), len(sink.eval)
+    reason = parser.feed(lineno, line[m.end():])
+    for rec in sink.train[n_train:] + sink.eval[n_eval:]:
+        rec["rank"] = int(m.group(1))
+    return reason
+
+
+def _one_rank(train: list[pl.DataFrame], evals: list[pl.DataFrame], acc: Accounting,
+              notes: list[str]) -> tuple[list[pl.DataFrame], list[pl.DataFrame]]:
+    """Every rank of a torchrun job printing its own lines: the lowest rank is analysed (ranks
+    interleave, so their steps would go back and forth as if the run restarted), the others'
+    records are counted as skipped lines, and a non-finite value among them gets a note."""
+    ranked = [p for p in train if "rank" in p.columns]
+    ranks = sorted({int(r) for p in ranked for r in p["rank"].drop_nulls().unique()})
+    if len(ranks) > 1:
+        keep = ranks[0]
+        other = pl.col("rank").is_not_null() & (pl.col("rank") != keep)
+        nan_note = None
+        for p in ranked:
+            floats = [c for c, t in p.schema.items() if t == pl.Float64 and c != "rank"]
+            bad = p.filter(other & pl.any_horizontal([~pl.col(c).is_finite() for c in floats])) \
+                if floats else p.clear()
+            if bad.height:
+                first = bad.row(0, named=True)
+                cols = [c for c in floats if first[c] is not None and not math.isfinite(first[c])]
+                nan_note = (f"rank {int(first['rank'])} logged a non-finite {', '.join(cols)} at step "
+                            f"{first['step']} (line {first['line']}); rank {keep} is the one analysed")
+                break
+        dropped = dict(sorted((int(ln), int(r)) for p in train + evals if "rank" in p.columns
+                              for ln, r in p.filter(other).select("line", "rank").iter_rows()))
+        reason = f"another rank's record (rank {keep} analysed)"
+        for ln, r in dropped.items():
+            acc.skip(reason, ln, f"(a record of rank {r})")
+        acc.parsed -= len(dropped)
+        notes.append(f"lines from {len(ranks)} ranks ({', '.join(map(str, ranks))}): rank {keep} "
+                     f"analysed, {len(dropped)} records of the others skipped")
+        if nan_note:
+            notes.append(nan_note)
+        train = [p.filter(~other) if "rank" in p.columns else p for p in train]
+        evals = [p.filter(~other) if "rank" in p.columns else p for p in evals]
+    return ([p.drop("rank") if "rank" in p.columns else p for p in train],
+            [p.drop("rank") if "rank" in p.columns else p for p in evals])
 
 
 def _canonical_types(df: pl.DataFrame) -> pl.DataFrame:
@@ -272,8 +323,8 @@ def _segments(parts: list[pl.DataFrame]) -> tuple[list[pl.DataFrame], tuple[Segm
 
 def _assemble(source: str, fmt: str, sink: Sink, acc: Accounting) -> LogData:
     notes = list(sink.notes)
-    train_parts = _parts(sink.train, sink.frames)
-    eval_parts = _parts(sink.eval, sink.eval_frames)
+    train_parts, eval_parts = _one_rank(_parts(sink.train, sink.frames),
+                                        _parts(sink.eval, sink.eval_frames), acc, notes)
     if not train_parts and not eval_parts:
         raise FormatError(f"no {fmt} records in {acc.total} lines ({acc.n_skipped} skipped, "
                           f"{acc.blank} blank)", source=source)
