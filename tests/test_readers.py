@@ -154,6 +154,15 @@ def test_colon_consoles_exact_values() -> None:
     assert dict(composer.lines.skipped) == {"unrecognised line": 4, "progress line": 4}
 
 
+def test_deepspeed_steps_lines_alone(tmp_path) -> None:
+    (tmp_path / "ds.log").write_text("".join(
+        f"steps: {s} loss: {12.6 - s / 10:.4f} iter time (s): 14.753 samples/sec: 1.084\n"
+        for s in range(1, 6)))
+    log = read_log(tmp_path / "ds.log")
+    assert log.format == "colon" and log.train["step"].to_list() == [1, 2, 3, 4, 5]
+    assert log.train["loss"][2] == 12.3 and log.train["samples_per_s"][0] == 1.084
+
+
 def test_lightning_bar_steps_and_postfix() -> None:
     log = read_log(FIXTURES / "lightning_stdout.log")  # step = epoch × batches + batches done
     assert log.train["step"].to_list() == list(range(0, 301, 10))
