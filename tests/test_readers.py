@@ -149,6 +149,7 @@ def test_colon_consoles_exact_values() -> None:
     composer = read_log(FIXTURES / "composer_console.log")  # Train time/batch is the step
     assert composer.train["step"].to_list() == list(range(30))
     assert composer.train.filter(pl.col("step") == 9)["loss"].item() == 2.65
+    assert composer.train.filter(pl.col("step") == 29)["lr"].item() == 6e-4  # lr-DecoupledAdamW/group0
     assert composer.eval["step"].to_list() == [14, 29]
     assert composer.eval["eval_loss"].to_list() == [2.425, 2.05]
     assert dict(composer.lines.skipped) == {"unrecognised line": 4, "progress line": 4}

@@ -45,6 +45,7 @@ STEP_KEYS = ("step", "global_step", "num_updates", "current_steps", "_step", "it
              "time/batch", "steps")
 
 _SANITISE = re.compile(r"[^0-9a-z]+")
+_LR_MONITOR = re.compile(r"^lr-[a-z0-9_]+(?:/(?:group|pg)0)?$")
 
 
 @lru_cache(maxsize=4096)  # per-line readers ask for the same few keys on every line
@@ -53,6 +54,8 @@ def canonical(key: str) -> str:
     k = key.strip().lower().replace(" ", "_")
     if k in ALIASES:
         return ALIASES[k]
+    if _LR_MONITOR.match(k):  # Lightning's / Composer's LR monitors: 'lr-AdamW', 'lr-X/group0'
+        return "lr"
     if k.startswith(("eval_", "eval/", "val_", "val/", "valid_", "valid/", "validation/")):
         base = k.split("_", 1)[1] if k[3] == "_" or k[4] == "_" else k.split("/", 1)[1]
         base = ALIASES.get(base, base)
