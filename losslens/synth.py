@@ -182,9 +182,12 @@ def periodic(n: int = 3000, period: float = 50.0, amplitude: float = 0.08, seed:
 
 def clean(family: str, n: int = 3000, seed: int = 0) -> Curve:
     """Healthy curves that must raise nothing at warning or above."""
+    long = family.startswith("long_")  # 10,000 steps, a slower early fall (rate 100)
+    if long:
+        family, n = family.removeprefix("long_"), 10_000
     rng = np.random.default_rng(seed)
     steps = np.arange(n)
-    trend = _decay(n)
+    trend = _decay(n, rate=100.0 if long else 50.0)
     if family == "powerlaw":
         loss = trend * np.exp(_ar_noise(rng, n, 0.03))
     elif family == "warmup":
@@ -213,7 +216,7 @@ def clean(family: str, n: int = 3000, seed: int = 0) -> Curve:
 
 
 CLEAN_FAMILIES = ("powerlaw", "warmup", "uneven", "epoch_drops", "heavy_tails", "skewed",
-                  "lr_steps", "white_noise", "random_walk_noise")
+                  "lr_steps", "white_noise", "random_walk_noise", "long_powerlaw", "long_white_noise")
 
 
 # --- labelled health curves ------------------------------------------------------------------------
