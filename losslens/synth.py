@@ -185,6 +185,8 @@ def clean(family: str, n: int = 3000, seed: int = 0) -> Curve:
     long = family.startswith("long_")  # 10,000 steps, a slower early fall (rate 100)
     if long:
         family, n = family.removeprefix("long_"), 10_000
+    elif family.startswith("short_"):  # 600 steps: the warm-up and early fall are a third of it
+        family, n = family.removeprefix("short_"), 600
     rng = np.random.default_rng(seed)
     steps = np.arange(n)
     trend = _decay(n, rate=100.0 if long else 50.0)
@@ -216,7 +218,8 @@ def clean(family: str, n: int = 3000, seed: int = 0) -> Curve:
 
 
 CLEAN_FAMILIES = ("powerlaw", "warmup", "uneven", "epoch_drops", "heavy_tails", "skewed",
-                  "lr_steps", "white_noise", "random_walk_noise", "long_powerlaw", "long_white_noise")
+                  "lr_steps", "white_noise", "random_walk_noise", "long_powerlaw", "long_white_noise",
+                  "short_warmup", "short_epoch_drops", "short_random_walk_noise")
 
 
 # --- labelled health curves ------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from losslens.detectors.base import Detector, Series
-from losslens.detectors.stats import detrend, gmm_1d, robust_scale, runs_test
+from losslens.detectors.stats import detrend, gmm_1d, robust_scale, runs_test, settled
 from losslens.findings import Finding, Severity, Skipped
 
 MAX_FIT = 2_000
@@ -42,7 +42,7 @@ class Multimodal(Detector):
 
     def __init__(self, min_points: int = 100, window: int = 201, max_modes: int = 4,
                  min_share: float = 0.05, min_separation: float = 2.5, min_bic_gain: float = 30.0,
-                 max_valley: float = 0.5, harmonic_tolerance: float = 0.15):
+                 max_valley: float = 0.5, harmonic_tolerance: float = 0.15, min_span: float = 0.3):
         self.min_points = min_points
         self.window = window
         self.max_modes = max_modes
@@ -51,6 +51,7 @@ class Multimodal(Detector):
         self.min_bic_gain = min_bic_gain
         self.max_valley = max_valley
         self.harmonic_tolerance = harmonic_tolerance
+        self.min_span = min_span  # share of the run between a band's first and last record
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
         v, steps = series.finite()
@@ -58,6 +59,8 @@ class Multimodal(Detector):
             return short
         window = max(self.window, len(v) // 4) | 1
         r, trend = detrend(v, window, robust=False)  # a median jumps between bands
+        settle = settled(r, window)
+        r, trend = r[settle], trend[settle]
         if robust_scale(r) == 0:
             return []
         x = r if len(r) <= MAX_FIT else r[np.linspace(0, len(r) - 1, MAX_FIT).astype(int)]
@@ -84,6 +87,14 @@ class Multimodal(Detector):
             sds = np.concatenate([sds[:i], merged[2], sds[i + 2:]])
         if len(means) < 2:
             return []
+        # bands the metric keeps switching between, not a one-off stretch at another level (the
+        # warm-up's fall, a level shift): every band is met all along the run, more than once
+        label = np.argmin(np.abs(r[:, None] - means[None, :]), axis=1)
+        for b in range(len(means)):
+            at = np.flatnonzero(label == b)
+            visits = 1 + int(np.sum(np.diff(at) > 1)) if at.size else 0
+            if at.size == 0 or visits < 3 or (at[-1] - at[0]) < self.min_span * len(r):
+                return []
         seps = [_ashman(means, sds, i) for i in range(len(means) - 1)]
         level = float(np.median(trend))
         ratio_scale = np.nanmin(v) > 0

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from losslens.detectors.base import Detector, Series
-from losslens.detectors.stats import ar1, detrend, rank_sum_p, regular_grid
+from losslens.detectors.stats import ar1, detrend, rank_sum_p, regular_grid, settled
 from losslens.findings import Finding, Severity, Skipped
 
 KNOWN = {50: "Hugging Face group_by_length mega-batch (50 steps)"}
@@ -21,11 +21,10 @@ def default_window(n: int, window: int = 201) -> int:
 
 
 def spectrum(grid: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(frequencies per grid step, periodogram, de-trended residual) of an evenly spaced series.
-    The first half-window is left out: there the centred window is cut short and the trend lags
-    the fast early fall of a loss, a slow bump that would pass for a long period."""
+    """(frequencies per grid step, periodogram, de-trended residual) of an evenly spaced series,
+    its first half-window left out (see ``settled``)."""
     r, _ = detrend(grid, window)
-    r = r[min(window // 2, len(r) // 5):]
+    r = r[settled(r, window)]
     r = r - r.mean()
     return np.fft.rfftfreq(len(r)), np.abs(np.fft.rfft(r)) ** 2 / len(r), r
 

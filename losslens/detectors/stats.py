@@ -41,6 +41,13 @@ def detrend(values: np.ndarray, window: int, robust: bool = True) -> tuple[np.nd
     return values - trend, trend
 
 
+def settled(residual: np.ndarray, window: int) -> slice:
+    """The part of a de-trended series past its first half-window: there the centred window is
+    cut short and the trend lags a loss's fast early fall, a bump that passes for a long period
+    or a band of its own."""
+    return slice(min(window // 2, len(residual) // 5), None)
+
+
 def regular_grid(steps: np.ndarray, values: np.ndarray, max_points: int = 1 << 20
                  ) -> tuple[np.ndarray, float]:
     """Values linearly interpolated onto an even step grid (for logs that log every ~k steps)."""
