@@ -40,6 +40,10 @@ def test_frozen_loss_is_a_hidden_nan() -> None:
     loss = np.r_[np.linspace(3, 2, 30), np.full(8, 1.9876)]
     f = only(analyze(from_arrays(np.arange(38), loss=loss)), "nonfinite")
     assert f.severity == Severity.WARNING and f.start_step == 30 and "frozen at 1.988" in f.summary
+    # a loss that turns inf and stays inf is one finding (the error), not also a 'frozen' value
+    inf = np.r_[np.linspace(3, 2, 30), np.full(8, np.inf)]
+    f = only(analyze(from_arrays(np.arange(38), loss=inf)), "nonfinite")
+    assert f.severity == Severity.ERROR and f.start_step == 30 and "loss is inf from step 30" in f.summary
 
 
 def test_spikes_located_and_grad_norm_first() -> None:

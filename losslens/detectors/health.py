@@ -72,7 +72,8 @@ class NonFinite(Detector):
     def _frozen(self, series: Series) -> list[Finding]:
         """The same loss value logged again and again after it varied: a NaN hidden by the logger."""
         v, steps = series.values, series.steps
-        same = np.concatenate([[False], v[1:] == v[:-1]])
+        # (a run of inf is not hidden: the non-finite finding above already says it)
+        same = np.concatenate([[False], (v[1:] == v[:-1]) & np.isfinite(v[1:])])
         edges = np.flatnonzero(np.diff(np.concatenate([[0], same.astype(int), [0]])))
         for a, b in zip(edges[::2], edges[1::2], strict=True):
             start = a - 1
