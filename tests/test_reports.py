@@ -41,6 +41,15 @@ def test_html_is_self_contained_with_shaded_findings() -> None:
     assert "<script>" in page and "dataset.ready" in page
 
 
+def test_pages_carry_the_notes_and_skipped_lines() -> None:
+    log = read_log(SEED.parent / "torchrun_ranks.log")
+    report = analyze(log)
+    page = html.render(report, log)
+    assert "skipped lines: 180 another rank&#x27;s record (rank 0 analysed); 1 unrecognised line" in page
+    assert "note: lines from 4 ranks (0, 1, 2, 3): rank 0 analysed" in page
+    assert "> note: lines from 4 ranks (0, 1, 2, 3)" in markdown.render(report)
+
+
 def test_markdown_summary() -> None:
     text = markdown.render(analyze(read_log(SEED)))
     assert "| error | ladder | loss | 144–349 |" in text

@@ -267,9 +267,14 @@ def render(report: Report, log, replay_steps: np.ndarray | None = None,
             f'records; {report.segments} segment(s)')
     flat = (f'<div class="hint">constant over the run: {html.escape(", ".join(constant))}</div>'
             if constant else "")
+    skipped = "; ".join(f"{n:,} {reason}" for reason, n in sorted(report.skipped_reasons.items(),
+                                                                   key=lambda kv: -kv[1]))
+    said = [f"skipped lines: {skipped}"] if skipped else []
+    said += [f"note: {n}" for n in report.notes]
+    notes = "".join(f'<div class="meta">{html.escape(x)}</div>' for x in said)
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>losslens: '
             f'{html.escape(report.source)}</title><style>{CSS}</style></head><body>'
-            f'<h1>{html.escape(report.source)}</h1><div class="meta">{html.escape(meta)}</div>{table}'
+            f'<h1>{html.escape(report.source)}</h1><div class="meta">{html.escape(meta)}</div>{notes}{table}'
             f'<div class="hint">wheel: zoom all charts on the step axis · drag: pan · double-click: reset · '
             f'shaded: findings (hover for the summary)</div>{"".join(panels)}{_axis(x0, x1)}{flat}'
             f'<div class="row">{"".join(extra)}</div><script>{JS}</script></body></html>')

@@ -13,6 +13,7 @@ def render(report: Report) -> str:
            f"**{len(report.findings)} finding(s)**"
            + (f", worst **{report.worst()}**" if report.findings else ""),
            ""]
+    out += [f"> note: {n}" for n in report.notes] + ([""] if report.notes else [])
     if report.findings:
         out += ["| severity | kind | metric | steps |", "|---|---|---|---|"]
         out += [f"| {f.severity} | {f.kind} | {f.metric} | {f.start_step}–{f.end_step} |"
