@@ -47,6 +47,7 @@ NOISE = [
     "[2026-05-15 21:30:09] step=86 loss=0.9 acc=0.1 ETA=1h",
     "[2026-05-15 21:30:10] step=87 loss= 0.9 acc=0.1",  # empty value
     "[2026-05-15 21:30:11] step=88 loss=0.9~x acc=0.1",  # '~' inside a value
+    "[2026-05-15 21:30:12] step=89 loss=0.9 acc=0.1 tokens=1.05M wait=3m params=7B",  # magnitudes
 ]
 
 

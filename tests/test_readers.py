@@ -164,6 +164,17 @@ def test_deepspeed_steps_lines_alone(tmp_path) -> None:
     assert log.train["loss"][2] == 12.3 and log.train["samples_per_s"][0] == 1.084
 
 
+def test_nanotron_lines_and_magnitudes(tmp_path) -> None:
+    (tmp_path / "n.log").write_text("".join(
+        f"[0000:00:0{i}] iteration: {i} / 100 | consumed_tokens: {i * 1.05:.2f}M | "
+        f"elapsed_time_per_iteration_ms: 5.01K | tokens_per_sec: 209K | global_batch_size: 256 | "
+        f"lm_loss: {10.8 - i / 10:.2f} | lr: 0.0003 | grad_norm: 5.25\n" for i in range(1, 6)))
+    log = read_log(tmp_path / "n.log")
+    row = log.train.row(1, named=True)
+    assert log.format == "colon" and row["step"] == 2 and row["loss"] == 10.6
+    assert row["consumed_tokens"] == 2.1e6 and row["tokens_per_s"] == 209_000.0  # 'M', 'K'
+
+
 def test_lightning_bar_steps_and_postfix() -> None:
     log = read_log(FIXTURES / "lightning_stdout.log")  # step = epoch × batches + batches done
     assert log.train["step"].to_list() == list(range(0, 301, 10))

@@ -18,7 +18,7 @@ import polars as pl
 
 from losslens.logs.base import TIMESTAMP, LineParser
 from losslens.logs.kv import KV, TOKRATE
-from losslens.logs.names import STEP_KEYS, UNIT_SCALE, canonical, is_eval, is_training_metric
+from losslens.logs.names import MAGNITUDE, STEP_KEYS, UNIT_SCALE, canonical, is_eval, is_training_metric
 from losslens.logs.records import Accounting, Sink
 from losslens.logs.source import count_lines, decode_lines
 
@@ -73,9 +73,12 @@ def templates(sample: list[str]) -> list[Template]:
 def _number_expr(raw: pl.Expr) -> pl.Expr:
     """A float, or a number with a unit ('0.68b/s' → 0.68, '4.0d' → 345600); null if neither."""
     number = raw.str.strip_chars_end(LETTERS)
-    unit = raw.str.slice(number.str.len_chars()).str.to_lowercase()
-    scale = unit.replace_strict(list(UNIT_SCALE), list(UNIT_SCALE.values()), default=None,
-                                return_dtype=pl.Float64)
+    written = raw.str.slice(number.str.len_chars())
+    scale = pl.coalesce(  # as names.unit_scale: '1.05M' is a million, '3m' three minutes
+        written.replace_strict(list(MAGNITUDE), list(MAGNITUDE.values()), default=None,
+                               return_dtype=pl.Float64),
+        written.str.to_lowercase().replace_strict(list(UNIT_SCALE), list(UNIT_SCALE.values()),
+                                                  default=None, return_dtype=pl.Float64))
     return pl.coalesce(raw.cast(pl.Float64, strict=False),
                        number.cast(pl.Float64, strict=False) * scale)
 

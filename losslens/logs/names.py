@@ -24,8 +24,8 @@ _alias("lr", "lr", "learning_rate", "train/learning_rate", "train/lr", "lr-adamw
 _alias("grad_norm", "grad_norm", "gnorm", "train/grad_norm", "optim/total_grad_norm",
        "total_grad_norm", "grad_norm/total", "norm")
 _alias("epoch", "epoch", "train/epoch")
-_alias("tokens_per_s", "tokens_per_s", "tok/s", "tokens/s", "tokens_per_second", "tps", "wps",
-       "throughput/device/tokens_per_second", "tokens_global_per_sec", "train/tokens_per_second")
+_alias("tokens_per_s", "tokens_per_s", "tok/s", "tokens/s", "tokens_per_second", "tokens_per_sec", "tps",
+       "wps", "throughput/device/tokens_per_second", "tokens_global_per_sec", "train/tokens_per_second")
 _alias("samples_per_s", "samples_per_second", "train_samples_per_second", "samples_per_sec", "samples/sec",
        "throughput/device/samples_per_second")
 _alias("step_time_s", "step_time_s", "time", "iter_time", "elapsed_time_per_iteration_(ms)",
@@ -96,7 +96,13 @@ UNIT_SCALE: dict[str, float] = {
 }
 
 
+# upper-case magnitude suffixes ('1.05M' tokens, '7B'); lower-case 'm' stays minutes
+MAGNITUDE = {"M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+
+
 def unit_scale(unit: str) -> float | None:
+    if unit in MAGNITUDE:
+        return MAGNITUDE[unit]
     u = unit.lower()
     if u in UNIT_SCALE:
         return UNIT_SCALE[u]
