@@ -65,6 +65,8 @@ def test_gzip_by_content_and_stdin() -> None:
     ("timm_train.log", "colon", 10, 4, 1),
     ("composer_console.log", "colon", 30, 2, 1),
     ("lightning_stdout.log", "lightning", 31, 2, 1),
+    ("metric_logger.log", "colon", 10, 2, 1),
+    ("progress_meter.log", "colon", 10, 2, 1),
     ("torchtune_bar.log", "colon", 40, 0, 1),
 ])
 def test_fixture_counts(name: str, fmt: str, train: int, evals: int, segments: int) -> None:
@@ -162,6 +164,20 @@ def test_deepspeed_steps_lines_alone(tmp_path) -> None:
     log = read_log(tmp_path / "ds.log")
     assert log.format == "colon" and log.train["step"].to_list() == [1, 2, 3, 4, 5]
     assert log.train["loss"][2] == 12.3 and log.train["samples_per_s"][0] == 1.084
+
+
+@pytest.mark.parametrize("name", ["metric_logger.log", "progress_meter.log"])
+def test_vision_training_loggers(name: str) -> None:
+    """'Epoch: [E]  [B/N]' (MetricLogger, 'key: value') and 'Epoch: [E][B/N]' with tab-separated
+    'Loss 6.9 (6.9)' fields (ProgressMeter): step = E × N + B; 'Test:' lines are eval records."""
+    log = read_log(FIXTURES / name)
+    assert log.train["step"].to_list() == [0, 100, 200, 300, 399, 400, 500, 600, 700, 799]
+    row = log.train.filter(pl.col("step") == 600).row(0, named=True)
+    assert row["loss"] == 5.4 and row["epoch"] == 1.0  # the current value, not the (mean)
+    assert log.eval["step"].to_list() == [399, 799] and log.eval["eval_loss"].to_list() == [6.0, 5.0]
+    skipped = dict(log.lines.skipped)
+    assert skipped.pop("unrecognised line") == (4 if name == "metric_logger.log" else 2)  # '* Acc@1' etc.
+    assert skipped == ({"epoch average": 2} if name == "metric_logger.log" else {})
 
 
 def test_nanotron_lines_and_magnitudes(tmp_path) -> None:

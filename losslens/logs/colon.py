@@ -1,5 +1,7 @@
 """'key: value' logs: Keras fit() stdout, home-grown trainers ('Step 100 | loss: 2.31 | lr: 1e-4'),
-timm, MosaicML Composer's console ('[batch=12/100]:' then indented 'Train loss/train/total: 2.3').
+timm, torchvision/DeiT/MAE's MetricLogger, pytorch/examples' ProgressMeter (tab-separated
+'Loss 6.9 (6.9)' fields), MosaicML Composer's console ('[batch=12/100]:' then indented
+'Train loss/train/total: 2.3'), torchtune's bar, nanotron.
 
 A line with metrics and a step (a 'step' pair or words like 'Step 100', 'iter 5/1000') is a record.
 A line with a step or an epoch but no metric ('Epoch 3/10', '[batch=12/100]:') opens a record that
@@ -30,8 +32,12 @@ PAIR = re.compile(
 STEP_WORD = re.compile(r"\b(?:global step|step|iteration|iter|update|batch)\s*[#=]?\s*(\d+)(?:\s*/\s*\d+)?\b",
                        re.IGNORECASE)
 EPOCH_WORD = re.compile(r"\bepoch\s*[#=]?\s*(\d+)(?:\s*/\s*\d+)?\b", re.IGNORECASE)
-TIMM = re.compile(r"^Train: (\d+) \[\s*(\d+)/(\d+)")
-TIMM_TEST = re.compile(r"^Test: \[\s*\d+/\d+\]")
+# 'EPOCH [BATCH/LEN]' heads: timm ('Train: 3 [ 50/1251 (4%)]'), torchvision/DeiT/MAE's
+# MetricLogger ('Epoch: [3]  [ 50/1251]'), pytorch/examples' ProgressMeter ('Epoch: [3][ 50/1251]')
+TRAIN_HEAD = re.compile(r"^(?:Train: (\d+) |Epoch: \[(\d+)\]\s*)\[\s*(\d+)/(\d+)")
+TEST_HEAD = re.compile(r"^Test:\s+\[\s*\d+/\d+\]")
+# ProgressMeter's tab-separated 'Loss 6.9077e+00 (6.9077e+00)' fields (no colon)
+SPACED = re.compile(rf"^\s*([A-Za-z][\w@/.\-]*)\s+(nan|[-+]?inf|{NUMBER})\b")
 EVAL_HEAD = re.compile(r"\[Eval batch=\d+/\d+\]")
 TORCHTUNE = re.compile(r"^\s*(\d+)\|(\d+)\|Loss: ")
 KERAS_END = re.compile(r"^\s*(\d+)/\1 (?:\[=+\]|━+)")
@@ -122,17 +128,21 @@ class _ColonParser(RegexLineParser):
         tune = TORCHTUNE.match(line) if "|Loss: " in line else None
         if tune is not None:  # torchtune's bar: 'EPOCH|STEP|Loss: X:  2%|▏ | 25/1000 [...]'
             step, metrics["epoch"] = int(tune.group(2)), float(tune.group(1))
-        timm = TIMM.match(line) if line.startswith("Train:") else None
-        if timm is not None:
-            n_epoch, batch, per_epoch = (int(g) for g in timm.groups())
-            step, metrics["epoch"] = n_epoch * per_epoch + batch, float(n_epoch)
+        head = TRAIN_HEAD.match(line) if line.startswith(("Train:", "Epoch:")) else None
+        if head is not None:  # step = epoch × batches per epoch + batch
+            n_epoch = int(head.group(1) or head.group(2))
+            step = n_epoch * int(head.group(4)) + int(head.group(3))
+            metrics = {**self._spaced(line, metrics), "epoch": float(n_epoch)}
             metrics.pop("train", None)  # 'Train: 0' is timm's epoch, not a metric
-        elif line.startswith("Test:") and TIMM_TEST.match(line):
-            # timm's evaluation: running means, at the last train step
+        elif line.startswith("Test:") and TEST_HEAD.match(line):
+            # an evaluation loop's running means, at the last train step
+            metrics = self._spaced(line, metrics)
             metrics.pop("test", None)
             if not self.sink.emit(lineno, self.last_step, metrics, time=time, kind="eval"):
                 return "no metric"
             return None
+        elif line.startswith("Averaged stats:"):
+            return "epoch average"  # MetricLogger's summary of the records already read
         if self.pending is not None and line[:1].isspace() and (metrics or step is not None):
             # an indented line inside a record (Composer): more metrics, perhaps its true step
             if step is not None:
@@ -168,13 +178,24 @@ class _ColonParser(RegexLineParser):
             return "no training metric"
         return None
 
+    def _spaced(self, line: str, metrics: dict[str, Value]) -> dict[str, Value]:
+        """ProgressMeter's tab-separated 'Name value (mean)' fields, when no 'key: value' pair
+        gave a metric."""
+        if "\t" not in line or any(_is_metric(k) for k in metrics):
+            return metrics
+        pairs = [(m.group(1), m.group(2)) for m in map(SPACED.match, line.split("\t")[1:]) if m]
+        return {**metrics, **self.sink.metrics_from_pairs(pairs)[1]}
+
     def _extend(self, metrics: dict[str, Value]) -> None:
         assert self.pending is not None
         self.pending.metrics.update(metrics)
 
 
 def _is_colon_record(line: str) -> bool:
-    return any(_is_metric(canonical(k)) for k, _ in colon_pairs(ANSI.sub("", line)))
+    line = ANSI.sub("", line)
+    if TRAIN_HEAD.match(line) and "oss" in line:
+        return True
+    return any(_is_metric(canonical(k)) for k, _ in colon_pairs(line))
 
 
 class Colon(Format):
