@@ -180,6 +180,26 @@ def test_vision_training_loggers(name: str) -> None:
     assert skipped == ({"epoch average": 2} if name == "metric_logger.log" else {})
 
 
+def test_metric_logger_behind_prefixes(tmp_path) -> None:
+    """MAE prints a '[12:22:25.163846] ' time before each line; LAVIS/BLIP 'Train: data epoch:'."""
+    (tmp_path / "mae.log").write_text(
+        "[12:22:25.163846] Epoch: [2]  [0/2]  eta: 0:00:12  lr: 0.000025  loss: 1.6014 (1.6014)  "
+        "time: 6.0662  data: 5.3526  max mem: 8379\n"
+        "[12:22:25.595520] Epoch: [2]  [1/2]  eta: 0:00:03  lr: 0.000025  loss: 1.5285 (1.5649)  "
+        "time: 3.2484  data: 2.6763  max mem: 8379\n"
+        "[12:22:26.272235] Epoch: [2] Total time: 0:00:07 (3.5873 s / it)\n"
+        "[12:22:26.272235] Averaged stats: lr: 0.000025  loss: 1.5285 (1.5649)\n")
+    mae = read_log(tmp_path / "mae.log")
+    assert mae.train["step"].to_list() == [4, 5] and mae.train["loss"].to_list() == [1.6014, 1.5285]
+    assert dict(mae.lines.skipped) == {"unrecognised line": 1, "epoch average": 1}
+    (tmp_path / "lavis.log").write_text(
+        "Train: data epoch: [1]  [  50/4254]  eta: 0:30:00  lr: 0.000010  loss: 3.5230  time: 0.4300\n"
+        "Train: data epoch: [1]  [4253/4254]  eta: 0:00:00  lr: 0.000010  loss: 3.2910  time: 0.4300\n"
+        "Eval: data epoch: [1]  [   0/4254]  eta: 0:20:00    time: 0.2819  data: 0.0002\n")
+    lavis = read_log(tmp_path / "lavis.log")
+    assert lavis.train["step"].to_list() == [4304, 8507] and lavis.eval["step"].to_list() == [8507]
+
+
 def test_nanotron_lines_and_magnitudes(tmp_path) -> None:
     (tmp_path / "n.log").write_text("".join(
         f"[0000:00:0{i}] iteration: {i} / 100 | consumed_tokens: {i * 1.05:.2f}M | "

@@ -34,8 +34,10 @@ STEP_WORD = re.compile(r"\b(?:global step|step|iteration|iter|update|batch)\s*[#
 EPOCH_WORD = re.compile(r"\bepoch\s*[#=]?\s*(\d+)(?:\s*/\s*\d+)?\b", re.IGNORECASE)
 # 'EPOCH [BATCH/LEN]' heads: timm ('Train: 3 [ 50/1251 (4%)]'), torchvision/DeiT/MAE's
 # MetricLogger ('Epoch: [3]  [ 50/1251]'), pytorch/examples' ProgressMeter ('Epoch: [3][ 50/1251]')
-TRAIN_HEAD = re.compile(r"^(?:Train: (\d+) |Epoch: \[(\d+)\]\s*)\[\s*(\d+)/(\d+)")
-TEST_HEAD = re.compile(r"^Test:\s+\[\s*\d+/\d+\]")
+# (after a '[12:22:25.163846] ' or logging prefix; LAVIS/BLIP print 'Train: data epoch: [0]  [..]')
+TRAIN_HEAD = re.compile(
+    r"(?:^|[\s\]])(?:Train: (\d+) |(?:Train: data )?[Ee]poch: \[(\d+)\]\s*)\[\s*(\d+)/(\d+)\]?")
+TEST_HEAD = re.compile(r"(?:^|[\s\]])(?:Test:|Eval: data epoch: \[\d+\])\s+\[\s*\d+/\d+\]")
 # ProgressMeter's tab-separated 'Loss 6.9077e+00 (6.9077e+00)' fields (no colon)
 SPACED = re.compile(rf"^\s*([A-Za-z][\w@/.\-]*)\s+(nan|[-+]?inf|{NUMBER})\b")
 EVAL_HEAD = re.compile(r"\[Eval batch=\d+/\d+\]")
@@ -128,21 +130,21 @@ class _ColonParser(RegexLineParser):
         tune = TORCHTUNE.match(line) if "|Loss: " in line else None
         if tune is not None:  # torchtune's bar: 'EPOCH|STEP|Loss: X:  2%|▏ | 25/1000 [...]'
             step, metrics["epoch"] = int(tune.group(2)), float(tune.group(1))
-        head = TRAIN_HEAD.match(line) if line.startswith(("Train:", "Epoch:")) else None
-        if head is not None:  # step = epoch × batches per epoch + batch
-            n_epoch = int(head.group(1) or head.group(2))
-            step = n_epoch * int(head.group(4)) + int(head.group(3))
-            metrics = {**self._spaced(line, metrics), "epoch": float(n_epoch)}
-            metrics.pop("train", None)  # 'Train: 0' is timm's epoch, not a metric
-        elif line.startswith("Test:") and TEST_HEAD.match(line):
+        if ("Test:" in line or "Eval: " in line) and TEST_HEAD.search(line):
             # an evaluation loop's running means, at the last train step
             metrics = self._spaced(line, metrics)
             metrics.pop("test", None)
             if not self.sink.emit(lineno, self.last_step, metrics, time=time, kind="eval"):
                 return "no metric"
             return None
-        elif line.startswith("Averaged stats:"):
+        if "Averaged stats:" in line:
             return "epoch average"  # MetricLogger's summary of the records already read
+        head = TRAIN_HEAD.search(line) if "poch: [" in line or "Train: " in line else None
+        if head is not None:  # step = epoch × batches per epoch + batch
+            n_epoch = int(head.group(1) or head.group(2))
+            step = n_epoch * int(head.group(4)) + int(head.group(3))
+            metrics = {**self._spaced(line, metrics), "epoch": float(n_epoch)}
+            metrics.pop("train", None)  # 'Train: 0' is timm's epoch, not a metric
         if self.pending is not None and line[:1].isspace() and (metrics or step is not None):
             # an indented line inside a record (Composer): more metrics, perhaps its true step
             if step is not None:
@@ -193,7 +195,7 @@ class _ColonParser(RegexLineParser):
 
 def _is_colon_record(line: str) -> bool:
     line = ANSI.sub("", line)
-    if TRAIN_HEAD.match(line) and "oss" in line:
+    if "oss" in line and TRAIN_HEAD.search(line):
         return True
     return any(_is_metric(canonical(k)) for k, _ in colon_pairs(line))
 
