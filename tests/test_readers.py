@@ -67,6 +67,7 @@ def test_gzip_by_content_and_stdin() -> None:
     ("lightning_stdout.log", "lightning", 31, 2, 1),
     ("metric_logger.log", "colon", 10, 2, 1),
     ("progress_meter.log", "colon", 10, 2, 1),
+    ("mmengine.log", "colon", 8, 2, 1),
     ("torchtune_bar.log", "colon", 40, 0, 1),
 ])
 def test_fixture_counts(name: str, fmt: str, train: int, evals: int, segments: int) -> None:
@@ -197,7 +198,17 @@ def test_metric_logger_behind_prefixes(tmp_path) -> None:
         "Train: data epoch: [1]  [4253/4254]  eta: 0:00:00  lr: 0.000010  loss: 3.2910  time: 0.4300\n"
         "Eval: data epoch: [1]  [   0/4254]  eta: 0:20:00    time: 0.2819  data: 0.0002\n")
     lavis = read_log(tmp_path / "lavis.log")
-    assert lavis.train["step"].to_list() == [4304, 8507] and lavis.eval["step"].to_list() == [8507]
+    assert lavis.train["step"].to_list() == [4304, 8507] and lavis.eval.height == 0
+    assert dict(lavis.lines.skipped) == {"progress line": 1}  # an eval line with timings only
+
+
+def test_mmengine_epochs_and_val() -> None:
+    log = read_log(FIXTURES / "mmengine.log")  # step = (epoch - 1) × batches + batch
+    assert log.train["step"].to_list() == [50, 100, 150, 200, 250, 300, 350, 400]
+    assert log.train.filter(pl.col("step") == 300)["loss"].item() == 1.7 and "grad_norm" in log.train.columns
+    assert log.eval["step"].to_list() == [200, 400]
+    assert log.eval["eval_coco_bbox_map"].to_list() == [0.3, 0.4]
+    assert dict(log.lines.skipped) == {"unrecognised line": 1, "progress line": 2}
 
 
 def test_nanotron_lines_and_magnitudes(tmp_path) -> None:

@@ -37,6 +37,10 @@ EPOCH_WORD = re.compile(r"\bepoch\s*[#=]?\s*(\d+)(?:\s*/\s*\d+)?\b", re.IGNORECA
 # (after a '[12:22:25.163846] ' or logging prefix; LAVIS/BLIP print 'Train: data epoch: [0]  [..]')
 TRAIN_HEAD = re.compile(
     r"(?:^|[\s\]])(?:Train: (\d+) |(?:Train: data )?[Ee]poch: \[(\d+)\]\s*)\[\s*(\d+)/(\d+)\]?")
+# mmengine (mmdet, mmseg, mmpretrain): 'Epoch(train)  [3][ 50/1833]' (1-based epochs) or
+# 'Iter(train) [ 50/90000]'; '(val)'/'(test)' heads are evaluation
+MM_HEAD = re.compile(r"\b(?:Epoch\((train|val|test)\)\s*\[(\d+)\]\[\s*(\d+)/(\d+)\]"
+                     r"|Iter\((train|val|test)\)\s*\[\s*(\d+)/(\d+)\])")
 TEST_HEAD = re.compile(r"(?:^|[\s\]])(?:Test:|Eval: data epoch: \[\d+\])\s+\[\s*\d+/\d+\]")
 # ProgressMeter's tab-separated 'Loss 6.9077e+00 (6.9077e+00)' fields (no colon)
 SPACED = re.compile(rf"^\s*([A-Za-z][\w@/.\-]*)\s+(nan|[-+]?inf|{NUMBER})\b")
@@ -45,6 +49,7 @@ TORCHTUNE = re.compile(r"^\s*(\d+)\|(\d+)\|Loss: ")
 KERAS_END = re.compile(r"^\s*(\d+)/\1 (?:\[=+\]|━+)")
 
 
+EVAL_PROGRESS = {"eta_s", "step_time_s", "data_time", "data", "memory", "max_mem", "epoch"}
 PHASE = {"train": "", "training": "", "eval": "eval_", "val": "eval_", "valid": "eval_",
          "validation": "eval_", "test": "eval_"}
 
@@ -130,13 +135,21 @@ class _ColonParser(RegexLineParser):
         tune = TORCHTUNE.match(line) if "|Loss: " in line else None
         if tune is not None:  # torchtune's bar: 'EPOCH|STEP|Loss: X:  2%|▏ | 25/1000 [...]'
             step, metrics["epoch"] = int(tune.group(2)), float(tune.group(1))
-        if ("Test:" in line or "Eval: " in line) and TEST_HEAD.search(line):
+        mm = MM_HEAD.search(line) if "(train)" in line or "(val)" in line or "(test)" in line else None
+        if mm is not None:
+            phase = mm.group(1) or mm.group(5)
+            if phase != "train":  # evaluation: its metrics at the last train step
+                return self._eval(lineno, metrics, time)
+            if mm.group(2):
+                step = (int(mm.group(2)) - 1) * int(mm.group(4)) + int(mm.group(3))
+                metrics["epoch"] = float(mm.group(2))
+            else:
+                step = int(mm.group(6))
+        elif ("Test:" in line or "Eval: " in line) and TEST_HEAD.search(line):
             # an evaluation loop's running means, at the last train step
             metrics = self._spaced(line, metrics)
             metrics.pop("test", None)
-            if not self.sink.emit(lineno, self.last_step, metrics, time=time, kind="eval"):
-                return "no metric"
-            return None
+            return self._eval(lineno, metrics, time)
         if "Averaged stats:" in line:
             return "epoch average"  # MetricLogger's summary of the records already read
         head = TRAIN_HEAD.search(line) if "poch: [" in line or "Train: " in line else None
@@ -178,6 +191,14 @@ class _ColonParser(RegexLineParser):
         self.finish()
         if not self._emit(_Record(lineno, step, metrics, time)):
             return "no training metric"
+        return None
+
+    def _eval(self, lineno: int, metrics: dict[str, Value], time: datetime | None) -> str | None:
+        """An evaluation line: an eval record at the last train step, unless it only tells the
+        evaluation loop's progress (its time, data time, memory)."""
+        measured = {k: v for k, v in metrics.items() if k not in EVAL_PROGRESS}
+        if not measured or not self.sink.emit(lineno, self.last_step, measured, time=time, kind="eval"):
+            return "progress line"
         return None
 
     def _spaced(self, line: str, metrics: dict[str, Value]) -> dict[str, Value]:
