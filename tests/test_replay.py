@@ -14,6 +14,7 @@ from losslens.replay.bounds import bound_efficiency, optimize_bounds  # noqa: E4
 from losslens.replay.correlate import correlate, step_table  # noqa: E402
 from losslens.replay.stats import max_runs, run_lengths, shuffled_max_runs  # noqa: E402
 from losslens.replay.strategies import _greedy_sizes, _largest_deficit  # noqa: E402
+from tests.conftest import FIXTURES  # noqa: E402
 
 TINY = torch.tensor([5, 1, 9, 3, 7, 2, 8, 4, 6, 10])
 TINY_PLAN = Plan((0, 4, 8, 11), token_budget=20, max_batch_size=3, max_seq_len=10)
@@ -200,6 +201,25 @@ def test_readme_replay_ties_the_bucketed_fixture_to_its_order(seed: int, tied: b
     else:
         assert abs(c["rho"]) < 0.1 and c["p_value"] > 0.05
         assert "cause" not in band["evidence"]
+
+
+@pytest.mark.parametrize(("strategy", "verdict"), [("hf-group-by-length", "longer"),
+                                                    ("stride-interleave", "shorter"),
+                                                    ("bucketed-shuffle", "chance")])
+def test_longest_run_against_random_orders(strategy: str, verdict: str) -> None:
+    """The chosen strategy's longest same-bucket run against the same batches shuffled: HF's
+    sorted mega-batches make long runs, interleaving short ones, bucketed-shuffle what chance does
+    with a 52 % bucket (the seed's runs were chance, not a bug in the shuffle)."""
+    lens = np.load(FIXTURES / "lengths_seed_shape.npy")
+    report, _ = replay(lens, Plan((0, 770, 1216, 1728, 2432, 3296, 8193)), strategy, seed=0, epochs=2)
+    m = report["max_run_null"]
+    assert m["shuffles"] == 99 and m["q05"] <= m["mean"] <= m["q95"]
+    if verdict == "longer":
+        assert m["p_value"] == 0.01 and m["observed"] > m["q95"]
+    elif verdict == "shorter":
+        assert m["p_value"] == 1.0 and m["observed"] == 3 < m["q05"]
+    else:
+        assert m["p_value"] > 0.05 and m["q05"] <= m["observed"] <= m["q95"]
 
 
 def test_replay_notes_truncated_and_over_budget_samples() -> None:

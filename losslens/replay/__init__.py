@@ -10,7 +10,7 @@ import torch
 
 from losslens.replay.bounds import bound_efficiency, optimize_bounds
 from losslens.replay.lengths import load_lengths
-from losslens.replay.stats import order_stats
+from losslens.replay.stats import order_stats, run_lengths, shuffled_max_runs
 from losslens.replay.strategies import EXACTNESS, STRATEGIES, Epoch, Plan, build_epochs
 
 SCHEMA = "losslens.replay/1"
@@ -63,6 +63,20 @@ def steps_frame(batches):
                  pl.col("tokens").sum(), pl.col("padded_tokens").sum()))
 
 
+def max_run_null(epochs: list[Epoch], shuffles: int, seed: int) -> dict:
+    """The longest same-bucket run of this batch sequence against the same batches in random
+    orders (Monte-Carlo, all shuffles at once in torch; identical numbers on CPU and CUDA)."""
+    bucket = torch.cat([e.bucket for e in epochs])
+    observed = int(run_lengths(bucket).max()) if bucket.numel() else 0
+    rows = max(1, min(64, 8_000_000 // max(1, bucket.numel())))  # ~64 MB per (rows, n) array
+    null = shuffled_max_runs(bucket, shuffles, seed, chunk=rows)
+    null_f = null.double()
+    return {"shuffles": shuffles, "observed": observed, "mean": round(float(null_f.mean()), 2),
+            "q05": round(float(torch.quantile(null_f, 0.05)), 1),
+            "q95": round(float(torch.quantile(null_f, 0.95)), 1),
+            "p_value": (1 + int((null >= observed).sum())) / (1 + shuffles)}
+
+
 def replay(lengths: np.ndarray, plan: Plan, strategy: str = "bucketed-shuffle", seed: int = 0,
            epochs: int = 1, grad_accum: int = 1, world_size: int = 1, device: str = "auto",
            compare: bool = False, optimize: int | None = None, log_steps: np.ndarray | None = None,
@@ -101,6 +115,11 @@ def replay(lengths: np.ndarray, plan: Plan, strategy: str = "bucketed-shuffle", 
         report["notes"] = notes
     if chosen is None:
         chosen = build_epochs(strategy, lens, plan, seed, epochs)
+    if progress:
+        progress("shuffling the batch order (longest run by chance)", 0, 1)
+    report["max_run_null"] = max_run_null(chosen, null_seeds, seed)
+    if progress:
+        progress("shuffling the batch order (longest run by chance)", 1, 1)
     clipped = np.minimum(lengths, plan.max_seq_len)
     if optimize:
         if progress:

@@ -28,6 +28,16 @@ def render(r: dict[str, Any]) -> Group:
                   f"{e['expected_max_run_iid']:.0f}",
                   f"{e['period_steps']} (acf {e['period_acf']})" if e["period_steps"] else "—"))
     parts: list[Any] = [head, *(Text(f"note: {n}", style="yellow") for n in r.get("notes", [])), t]
+    if "max_run_null" in r:
+        m = r["max_run_null"]
+        parts.append(Text(
+            f"{r['strategy']}: longest same-bucket run {m['observed']} vs {m['mean']:.1f} on average "
+            f"({m['q05']:.0f}–{m['q95']:.0f} in 90 %) over {m['shuffles']} random orders of the same "
+            f"batches: p={m['p_value']:.2g}"
+            + (" — the order makes longer runs than chance" if m["p_value"] <= 0.01 else
+               " — shorter runs than chance (interleaved)" if m["observed"] < m["q05"] else
+               " — what chance gives with these bucket shares"),
+            style="bold red" if m["p_value"] <= 0.01 else ""))
     if "optimized_bounds" in r:
         o = r["optimized_bounds"]
         parts.append(Text(f"optimised bounds {o['bounds']}: padding efficiency {o['padding_efficiency']:.3f} "
