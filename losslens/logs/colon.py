@@ -132,32 +132,16 @@ class _ColonParser(RegexLineParser):
             self.pending = _Record(lineno, self.last_step, {}, time, "eval")
             return None
         step, metrics = self.sink.metrics_from_pairs(colon_pairs(line))
-        tune = TORCHTUNE.match(line) if "|Loss: " in line else None
-        if tune is not None:  # torchtune's bar: 'EPOCH|STEP|Loss: X:  2%|▏ | 25/1000 [...]'
-            step, metrics["epoch"] = int(tune.group(2)), float(tune.group(1))
-        mm = MM_HEAD.search(line) if "(train)" in line or "(val)" in line or "(test)" in line else None
-        if mm is not None:
-            phase = mm.group(1) or mm.group(5)
-            if phase != "train":  # evaluation: its metrics at the last train step
-                return self._eval(lineno, metrics, time)
-            if mm.group(2):
-                step = (int(mm.group(2)) - 1) * int(mm.group(4)) + int(mm.group(3))
-                metrics["epoch"] = float(mm.group(2))
-            else:
-                step = int(mm.group(6))
-        elif ("Test:" in line or "Eval: " in line) and TEST_HEAD.search(line):
-            # an evaluation loop's running means, at the last train step
-            metrics = self._spaced(line, metrics)
-            metrics.pop("test", None)
-            return self._eval(lineno, metrics, time)
         if "Averaged stats:" in line:
             return "epoch average"  # MetricLogger's summary of the records already read
-        head = TRAIN_HEAD.search(line) if "poch: [" in line or "Train: " in line else None
-        if head is not None:  # step = epoch × batches per epoch + batch
-            n_epoch = int(head.group(1) or head.group(2))
-            step = n_epoch * int(head.group(4)) + int(head.group(3))
-            metrics = {**self._spaced(line, metrics), "epoch": float(n_epoch)}
-            metrics.pop("train", None)  # 'Train: 0' is timm's epoch, not a metric
+        phase, head_step, metrics = self._head(line, metrics)
+        if phase == "eval":  # an evaluation loop's line: its metrics at the last train step
+            measured = {k: v for k, v in metrics.items() if k not in EVAL_PROGRESS}
+            if not measured or not self.sink.emit(lineno, self.last_step, measured, time=time,
+                                                  kind="eval"):
+                return "progress line"  # it only tells the loop's progress (time, memory)
+            return None
+        step = head_step if head_step is not None else step
         if self.pending is not None and line[:1].isspace() and (metrics or step is not None):
             # an indented line inside a record (Composer): more metrics, perhaps its true step
             if step is not None:
@@ -193,13 +177,31 @@ class _ColonParser(RegexLineParser):
             return "no training metric"
         return None
 
-    def _eval(self, lineno: int, metrics: dict[str, Value], time: datetime | None) -> str | None:
-        """An evaluation line: an eval record at the last train step, unless it only tells the
-        evaluation loop's progress (its time, data time, memory)."""
-        measured = {k: v for k, v in metrics.items() if k not in EVAL_PROGRESS}
-        if not measured or not self.sink.emit(lineno, self.last_step, measured, time=time, kind="eval"):
-            return "progress line"
-        return None
+    def _head(self, line: str, metrics: dict[str, Value]
+              ) -> tuple[str | None, int | None, dict[str, Value]]:
+        """Known line heads: ('eval' | 'train' | None, the step they give, the metrics)."""
+        if (tune := TORCHTUNE.match(line) if "|Loss: " in line else None) is not None:
+            # torchtune's bar: 'EPOCH|STEP|Loss: X:  2%|▏ | 25/1000 [...]'
+            return "train", int(tune.group(2)), {**metrics, "epoch": float(tune.group(1))}
+        if (mm := MM_HEAD.search(line) if "(train)" in line or "(val)" in line or "(test)" in line
+                else None) is not None:  # mmengine
+            if (mm.group(1) or mm.group(5)) != "train":
+                return "eval", None, metrics
+            if mm.group(2):  # 1-based epochs
+                step = (int(mm.group(2)) - 1) * int(mm.group(4)) + int(mm.group(3))
+                return "train", step, {**metrics, "epoch": float(mm.group(2))}
+            return "train", int(mm.group(6)), metrics
+        if ("Test:" in line or "Eval: " in line) and TEST_HEAD.search(line):
+            metrics = self._spaced(line, metrics)
+            metrics.pop("test", None)
+            return "eval", None, metrics
+        if (head := TRAIN_HEAD.search(line) if "poch: [" in line or "Train: " in line
+                else None) is not None:  # timm, MetricLogger, ProgressMeter: E × N + B
+            n_epoch = int(head.group(1) or head.group(2))
+            metrics = {**self._spaced(line, metrics), "epoch": float(n_epoch)}
+            metrics.pop("train", None)  # 'Train: 0' is timm's epoch, not a metric
+            return "train", n_epoch * int(head.group(4)) + int(head.group(3)), metrics
+        return None, None, metrics
 
     def _spaced(self, line: str, metrics: dict[str, Value]) -> dict[str, Value]:
         """ProgressMeter's tab-separated 'Name value (mean)' fields, when no 'key: value' pair
