@@ -212,13 +212,16 @@ def test_mmengine_epochs_and_val() -> None:
 
 
 def test_detectron2_events(tmp_path) -> None:
-    (tmp_path / "d2.log").write_text("".join(
+    (tmp_path / "d2.log").write_text("[11/30 02:00:00 d2.engine.train_loop]: Starting training from "
+                                     "iteration 0\n" + "".join(
         f"[11/30 02:00:{i:02d} d2.utils.events]:  eta: 0:10:00  iter: {i * 20 - 1}  total_loss: "
         f"{2.4 - i / 10:.3f}  loss_cls: 1.2  time: 0.4000  data_time: 0.0100  lr: 0.000399  "
         f"max_mem: 2000M\n" for i in range(1, 6)))
     log = read_log(tmp_path / "d2.log")
     assert log.format == "colon" and log.train["step"].to_list() == [19, 39, 59, 79, 99]
     assert log.train["loss"].to_list() == [2.3, 2.2, 2.1, 2.0, 1.9]  # total_loss
+    # a sentence that mentions an iteration is not a record header: skipped, not 'parsed'
+    assert dict(log.lines.skipped) == {"unrecognised line": 1}
 
 
 def test_nanotron_lines_and_magnitudes(tmp_path) -> None:

@@ -18,7 +18,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 
-from losslens.logs.base import ANSI, COMMON_NOISE, Format, LineParser, RegexLineParser, leading_time
+from losslens.logs.base import (
+    ANSI,
+    COMMON_NOISE,
+    TIMESTAMP,
+    Format,
+    LineParser,
+    RegexLineParser,
+    leading_time,
+)
 from losslens.logs.names import ALIASES, NUMBER, canonical, is_eval, is_training_metric, parse_number
 from losslens.logs.records import Sink, Value
 
@@ -46,6 +54,7 @@ TEST_HEAD = re.compile(r"(?:^|[\s\]])(?:Test:|Eval: data epoch: \[\d+\])\s+\[\s*
 SPACED = re.compile(rf"^\s*([A-Za-z][\w@/.\-]*)\s+(nan|[-+]?inf|{NUMBER})\b")
 EVAL_HEAD = re.compile(r"\[Eval batch=\d+/\d+\]")
 TORCHTUNE = re.compile(r"^\s*(\d+)\|(\d+)\|Loss: ")
+WORD = re.compile(r"[A-Za-z]{2,}")
 KERAS_END = re.compile(r"^\s*(\d+)/\1 (?:\[=+\]|━+)")
 
 
@@ -156,7 +165,8 @@ class _ColonParser(RegexLineParser):
             metrics["epoch"] = float(epoch)
             self.sink.names.setdefault("epoch", "Epoch")
         if not any(_is_metric(k) for k in metrics):
-            if step is not None or epoch is not None:  # 'Epoch 3/10', '[batch=12/100]:' open one
+            if (step is not None or epoch is not None) and _is_header(line):
+                # 'Epoch 3/10', '[epoch=1][batch=16/100]:' open a record the next lines fill
                 self.finish()
                 self.pending = _Record(lineno, step if step is not None else epoch, metrics, time)
                 return None
@@ -214,6 +224,13 @@ class _ColonParser(RegexLineParser):
     def _extend(self, metrics: dict[str, Value]) -> None:
         assert self.pending is not None
         self.pending.metrics.update(metrics)
+
+
+def _is_header(line: str) -> bool:
+    """A line that only names a position ('Epoch 3/10', '[epoch=1][batch=16/100]:', after a
+    logging prefix), not a sentence that mentions one ('Starting training from iteration 0')."""
+    rest = EPOCH_WORD.sub("", STEP_WORD.sub("", line))
+    return len(WORD.findall(TIMESTAMP.sub("", rest))) <= 2
 
 
 def _is_colon_record(line: str) -> bool:
