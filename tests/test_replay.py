@@ -222,6 +222,19 @@ def test_longest_run_against_random_orders(strategy: str, verdict: str) -> None:
         assert m["p_value"] > 0.05 and m["q05"] <= m["observed"] <= m["q95"]
 
 
+def test_cpu_shuffle_budget(monkeypatch) -> None:
+    """On the CPU the longest-run Monte-Carlo shuffles a bounded number of batches (>= 19 shuffles)."""
+    import losslens.replay as rp
+
+    lens = np.load(FIXTURES / "lengths_seed_shape.npy")
+    monkeypatch.setattr(rp, "CPU_SHUFFLED", 1260 * 30)  # one epoch has 1,260 batches
+    report, _ = replay(lens, Plan((0, 770, 1216, 1728, 2432, 3296, 8193)), device="cpu")
+    assert report["max_run_null"]["shuffles"] == 30
+    monkeypatch.setattr(rp, "CPU_SHUFFLED", 10)
+    assert replay(lens, Plan((0, 770, 1216, 1728, 2432, 3296, 8193)), device="cpu")[0][
+        "max_run_null"]["shuffles"] == 19
+
+
 def test_replay_notes_truncated_and_over_budget_samples() -> None:
     lens = np.array([100, 9000, 20000, 3000, 50])
     report, _ = replay(lens, Plan((0, 1000, 8193), token_budget=2048, max_batch_size=8))
