@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import queue
+import re
 import sys
 import threading
 import time
@@ -30,6 +31,21 @@ from losslens.logs.reader import _assemble, feed_ranked
 from losslens.logs.records import Accounting, Sink
 
 SNIFF_AFTER = 20  # non-blank lines before the format is guessed
+_BREAK = re.compile(rb"\r(?!\n)|\n")
+
+
+def complete_lines(data: bytes) -> tuple[list[bytes], bytes]:
+    """The complete lines of ``data`` and its unfinished rest. A line ends at '\n', and also at a
+    '\r' that does not start '\r\n': a progress bar (Lightning, torchtune, tqdm) redraws itself
+    with '\r' and writes its newline only at the end of an epoch, so `watch` takes each redraw as
+    it comes. A '\r' at the very end waits: a '\n' may follow it."""
+    lines, start = [], 0
+    for m in _BREAK.finditer(data):
+        if m.group() == b"\r" and m.end() == len(data):
+            break
+        lines.append(data[start:m.start()])
+        start = m.end()
+    return lines, data[start:]
 
 
 class Follower:
@@ -84,10 +100,8 @@ class Follower:
             self.events.append("truncated")
         chunks.append(self._drain(self.max_bytes))
         self.more = len(chunks[-1]) == self.max_bytes
-        data = self.partial + b"".join(chunks)
-        cut = data.rfind(b"\n") + 1
-        self.partial = data[cut:]
-        return [x.decode("utf-8", errors="replace") for x in data[:cut].split(b"\n")[:-1]]
+        lines, self.partial = complete_lines(self.partial + b"".join(chunks))
+        return [x.decode("utf-8", errors="replace") for x in lines]
 
     def _flush_partial(self, chunks: list[bytes]) -> None:
         # a last line without a newline in a rotated-away file is complete: it will get no more
@@ -101,9 +115,14 @@ class Follower:
 
 
 def stdin_lines(q: queue.Queue[str | None]) -> None:
-    """Reader thread: standard input line by line; None at EOF."""
-    for raw in iter(sys.stdin.buffer.readline, b""):
-        q.put(raw.decode("utf-8", errors="replace").rstrip("\n"))
+    """Reader thread: standard input line by line (see ``complete_lines``); None at EOF."""
+    rest = b""
+    while chunk := os.read(sys.stdin.fileno(), 1 << 16):  # what has arrived, not a full block
+        lines, rest = complete_lines(rest + chunk)
+        for raw in lines:
+            q.put(raw.decode("utf-8", errors="replace"))
+    if rest.rstrip(b"\r"):
+        q.put(rest.decode("utf-8", errors="replace"))
     q.put(None)
 
 

@@ -45,6 +45,28 @@ def test_follower_waits_appends_partial_truncate_rotate_recreate(tmp_path: Path)
     f.close()
 
 
+def test_progress_bar_redraws_are_lines_as_they_come(tmp_path: Path) -> None:
+    """Lightning writes its bar's newline only at the end of an epoch: each '\r' redraw is taken
+    as it arrives, so a NaN mid-epoch is seen mid-epoch (CRLF line ends stay whole)."""
+    path = tmp_path / "stdout.log"
+    f = Follower(str(path))
+    bar = "Epoch 0:  {p:2d}%|    | {b}/400 [00:01<00:09,  9.50it/s, v_num=0, train_loss={v}]"
+    path.write_text("\r".join(bar.format(p=b // 4, b=b, v=f"{3 - b / 400:.3f}") for b in range(0, 250, 10)))
+    lines = f.poll()
+    assert len(lines) == 24 and lines[-1].endswith("train_loss=2.425]")  # the 25th may grow still
+    s = load(None, cwd=Path("/"))
+    w = Watcher("x", None, s.registry(), frozenset(), confirm=1)
+    with open(path, "a") as h:
+        h.write("".join("\r" + bar.format(p=b // 4, b=b, v="nan") for b in range(250, 350, 10)) + "\r")
+    for line in lines + f.poll():
+        w.feed(line)
+    (ev,) = w.analyse(now=0.0)  # no newline yet: the epoch is still running
+    assert (ev.finding.kind, ev.finding.start_step) == ("nonfinite", 250)
+    path.write_text("a=1\r\nb=2\r\n")  # CRLF: two lines, not four
+    assert Follower(str(path)).poll() == ["a=1\r", "b=2\r"]
+    f.close()
+
+
 def test_debounce_appears_after_confirmation_then_clears() -> None:
     s = load(None, cwd=Path("/"))
     w = Watcher("x", "kv", s.registry(), frozenset(), window=200, confirm=2, cooldown_s=1e9)
