@@ -134,3 +134,12 @@ def test_lightning_sparse_rows() -> None:
     log = read_log(reallog("lightning-slm-gpt-stuck-run-metrics-csv"))
     assert log.train["step"].to_list()[:2] == [49, 99]
     assert log.train["loss"][0] == pytest.approx(7.6820597648620605)
+
+
+def test_framework_lines_are_named_not_unrecognised() -> None:
+    """The diffusion fork's log is mostly torch._dynamo's glog warnings ('W0530 14:48:26.433000
+    2622492 …/convert_frame.py:1233] …'); Megatron-DeepSpeed's has Python warnings.warn lines."""
+    diffusion = dict(read_log(reallog("text-diffusion-lm-modded-nanogpt-fork")).lines.skipped)
+    assert diffusion["framework log line"] == 5700 and diffusion["unrecognised line"] == 32
+    qwen7b = dict(read_log(reallog("megatron-ds-qwen7b-v100-dynamic-freq")).lines.skipped)
+    assert qwen7b["traceback or warning"] == 40

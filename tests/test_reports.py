@@ -45,7 +45,7 @@ def test_pages_carry_the_notes_and_skipped_lines() -> None:
     log = read_log(SEED.parent / "torchrun_ranks.log")
     report = analyze(log)
     page = html.render(report, log)
-    assert "skipped lines: 180 another rank&#x27;s record (rank 0 analysed); 1 unrecognised line" in page
+    assert "skipped lines: 180 another rank&#x27;s record (rank 0 analysed); 1 framework log line" in page
     assert "note: lines from 4 ranks (0, 1, 2, 3): rank 0 analysed" in page
     assert "> note: lines from 4 ranks (0, 1, 2, 3)" in markdown.render(report)
 
