@@ -138,8 +138,11 @@ def test_lightning_sparse_rows() -> None:
 
 def test_framework_lines_are_named_not_unrecognised() -> None:
     """The diffusion fork's log is mostly torch._dynamo's glog warnings ('W0530 14:48:26.433000
-    2622492 …/convert_frame.py:1233] …'); Megatron-DeepSpeed's has Python warnings.warn lines."""
+    2622492 …/convert_frame.py:1233] …'); Megatron-DeepSpeed's has Python warnings.warn lines;
+    fairseq prints its model's module tree."""
     diffusion = dict(read_log(reallog("text-diffusion-lm-modded-nanogpt-fork")).lines.skipped)
     assert diffusion["framework log line"] == 5700 and diffusion["unrecognised line"] == 32
     qwen7b = dict(read_log(reallog("megatron-ds-qwen7b-v100-dynamic-freq")).lines.skipped)
-    assert qwen7b["traceback or warning"] == 40
+    assert qwen7b["traceback or warning"] == 232  # warnings.warn and DeepSpeed's ' [WARNING] '
+    fairseq = dict(read_log(reallog("fairseq-iwslt14-lm-three-restarts")).lines.skipped)
+    assert fairseq["model printout"] == 732 and fairseq["unrecognised line"] == 3  # the model's repr

@@ -81,8 +81,11 @@ class RegexLineParser(LineParser):
 
 COMMON_NOISE: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^\s*(Traceback \(most recent call last\)|File \"|\w*(Error|Exception|Warning)\b)"
-                r"|\.py:\d+: \w*(Warning|Error)\b"),  # warnings.warn: 'x.py:788: UserWarning: …'
+                r"|\.py:\d+: \w*(Warning|Error)\b"  # warnings.warn: 'x.py:788: UserWarning: …'
+                r"|\[(WARNING|ERROR)\]"),  # DeepSpeed's ' [WARNING] ' (ANSI colours around it)
      "traceback or warning"),
+    # a PyTorch module's repr printed at start-up: '    (q_proj): Linear(in_features=512, …)'
+    (re.compile(r"^\s+\([\w.]+\): \w+\(|^\s*\)$"), "model printout"),
     (re.compile(r"\d+%\|.*\|\s*\d+/\d+"), "progress bar"),
     # glog, as torch's C++ side, dynamo and torchrun write: 'W0530 14:48:26.433000 2622492 x.py:1233] …'
     # and TensorFlow's '2025-03-02 10:00:01.123456: I tensorflow/core/util/port.cc:113] …'
