@@ -8,7 +8,6 @@ import re
 from losslens.logs.base import (
     ANSI,
     COMMON_NOISE,
-    RANK_PREFIX,
     Format,
     LineParser,
     RegexLineParser,
@@ -161,8 +160,7 @@ class _MegatronParser(RegexLineParser):
         return metrics
 
     def feed(self, lineno: int, line: str) -> str | None:
-        line = RANK_PREFIX.sub("", line, count=1)
-        m = MEGA_ITER.match(line)
+        m = MEGA_ITER.match(line)  # (a '[default7]: ' rank prefix is cut off by the reader)
         if m:
             if not self.sink.emit(lineno, int(m.group(1)), self._fields(m.group(3))):
                 return "no training metric"
@@ -183,8 +181,7 @@ class Megatron(Format):
                "loss scale: 8192.0 | grad norm: 0.000 |")
 
     def sniff(self, lines: list[str]) -> int:
-        stripped = [RANK_PREFIX.sub("", x, count=1) for x in lines]
-        return _sniff((MEGA_ITER, MEGA_VALID), stripped)
+        return _sniff((MEGA_ITER, MEGA_VALID), lines)
 
     def parser(self, sink: Sink) -> LineParser:
         return _MegatronParser(sink)

@@ -57,11 +57,10 @@ class Sink:
     def compact(self) -> None:
         """Turn the records gathered so far into frames: a dict per record costs about ten times
         its columns' memory (1M per-line records: ~1 GB as dicts)."""
-        at_least = COMPACT_AT
-        if len(self.train) >= at_least:
+        if len(self.train) >= COMPACT_AT:
             self.frames.append(pl.from_dicts(self.train, infer_schema_length=None))
             self.train = []
-        if len(self.eval) >= at_least:
+        if len(self.eval) >= COMPACT_AT:
             self.eval_frames.append(pl.from_dicts(self.eval, infer_schema_length=None))
             self.eval = []
 
