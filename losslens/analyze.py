@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import polars as pl
 
+from losslens import progress
 from losslens.detectors import REGISTRY, Detector, Series
-from losslens.findings import Finding, Report, Skipped
+from losslens.errors import UsageError
+from losslens.findings import Finding, Report, Severity, Skipped
 from losslens.logs import LogData
+from losslens.logs.names import canonical
+
+PROGRESS_RECORDS = 1_000_000  # the detectors tell their progress on logs at least this long
+# words that make a '*loss*' column a setting, not a measured loss ('loss_scale', 'loss_weight')
+_SETTING_WORDS = ("scale", "window", "weight", "coef", "factor", "hysteresis", "power")
 
 CONTEXT = ("epoch", "lr", "grad_norm", "acc", "loss")
 
@@ -40,16 +49,106 @@ def series_of(log: LogData, metric: str) -> list[Series]:
     return out
 
 
+def resolve_metric(log: LogData, name: str) -> str:
+    """The canonical column that ``name`` (canonical or as the log wrote it) refers to; a
+    UsageError naming what the log has when there is none."""
+    columns = list(dict.fromkeys(log.metrics + log.eval_metrics))
+    if name in columns:
+        return name
+    for column in columns:
+        if log.names.get(column) == name:
+            return column
+    if canonical(name) in columns:
+        return canonical(name)
+    found = ", ".join(log.names.get(c, c) for c in columns) or "none"
+    raise UsageError(f"no metric named {name!r} (found: {found}); pass --metric with one of them",
+                     source=log.source)
+
+
+def _loss_like(column: str) -> bool:
+    words = column.split("_")
+    return (not column.startswith("eval_") and "loss" in words
+            and not any(w in column for w in _SETTING_WORDS))
+
+
+def choose_loss(log: LogData, metrics: tuple[str, ...] = ()) -> tuple[LogData, dict[str, str] | None]:
+    """Which column is the loss, and why: the first ``--metric``, else the column with a known
+    loss name, else the only loss-like one ('reduced_train_loss', 'loss_total'). The chosen column
+    is renamed ``loss`` for the detectors. None when no column can be taken (several candidates,
+    or none)."""
+    if metrics:
+        column = resolve_metric(log, metrics[0])
+        if column not in log.train.columns:
+            raise UsageError(f"{metrics[0]!r} is an evaluation metric: --metric names the training "
+                             "loss first", source=log.source)
+        why = "chosen with --metric"
+    elif "loss" in log.train.columns:
+        column, why = "loss", "a known loss name"
+    else:
+        candidates = [c for c in log.metrics if _loss_like(c)]
+        preferred = [c for c in candidates if "total" in c or "train" in c]
+        if len(candidates) == 1 or len(preferred) == 1:
+            column = candidates[0] if len(candidates) == 1 else preferred[0]
+            why = ("the only loss-like column" if len(candidates) == 1 else
+                   f"the total/train one of the loss-like columns {', '.join(candidates)}")
+        else:
+            return log, None
+    original = log.names.get(column, column)
+    if column != "loss":
+        train = log.train
+        if "loss" in train.columns:  # a column the user did not choose keeps its data, renamed
+            train = train.rename({"loss": "loss_unchosen"})
+        names = {k: v for k, v in log.names.items() if k not in ("loss", column)}
+        names["loss"] = original
+        log = dataclasses.replace(log, train=train.rename({column: "loss"}), names=names)
+    return log, {"column": original, "why": why}
+
+
+def _no_loss(log: LogData) -> Finding:
+    train = log.train
+    columns = [log.names.get(c, c) for c in log.metrics]
+    loss_like = [log.names.get(c, c) for c in log.metrics if _loss_like(c)]
+    found = (f"several loss-like columns ({', '.join(loss_like)})" if len(loss_like) > 1 else
+             f"no loss-like column among {', '.join(columns) or 'no metrics'}")
+    first = int(train["step"].min()) if train.height else 0  # type: ignore[arg-type]
+    last = int(train["step"].max()) if train.height else 0  # type: ignore[arg-type]
+    return Finding("no_loss_metric", Severity.WARNING, "loss", first, last,
+                   f"no loss metric found: {found}; pass --metric NAME to choose the loss",
+                   {"columns": columns, "loss_like": loss_like})
+
+
 def analyze(log: LogData, detectors: tuple[Detector, ...] = REGISTRY,
-            ignore: frozenset[str] = frozenset()) -> Report:
-    findings: list[Finding] = []
+            ignore: frozenset[str] = frozenset(), metrics: tuple[str, ...] = ()) -> Report:
+    """Run ``detectors`` over every metric of ``log`` and return the Report (never prints).
+
+    ``metrics``: the first is analysed as the loss (as ``--metric`` does), the others by every
+    detector that looks at the loss too. Without it the loss is found by name (see
+    ``choose_loss``); a log where none can be found gets a ``no_loss_metric`` warning.
+    ``ignore``: finding kinds to leave out."""
+    return analyze_log(log, detectors, ignore, metrics)[1]
+
+
+def analyze_log(log: LogData, detectors: tuple[Detector, ...] = REGISTRY,
+                ignore: frozenset[str] = frozenset(),
+                metrics: tuple[str, ...] = ()) -> tuple[LogData, Report]:
+    """``analyze``, also returning the log as analysed (the chosen loss column named ``loss``),
+    which is what the views draw."""
+    log, loss = choose_loss(log, metrics)
+    extra = [resolve_metric(log, m) for m in metrics[1:]]
+    findings: list[Finding] = [] if loss is not None else [_no_loss(log)]
     skipped: list[Skipped] = []
     columns = list(dict.fromkeys(log.train.columns + log.eval.columns))
     cache: dict[str, list[Series]] = {}
-    for det in detectors:
+    big = log.train.height >= PROGRESS_RECORDS
+    for i, det in enumerate(detectors):
+        if big:
+            progress.report(f"analysing {log.train.height:,} records", i, len(detectors))
         if det.name in ignore:
             continue
-        for metric in det.wants(columns):
+        wanted = det.wants(columns)
+        if "loss" in det.metrics:
+            wanted += [m for m in extra if m not in wanted]
+        for metric in wanted:
             if metric not in cache:
                 cache[metric] = series_of(log, metric)
             for s in cache[metric]:
@@ -58,17 +157,41 @@ def analyze(log: LogData, detectors: tuple[Detector, ...] = REGISTRY,
                     skipped.append(result)
                 else:
                     findings.extend(result)
-    findings = _spikes_outside_structure(findings)
+    if big:
+        progress.report(f"analysing {log.train.height:,} records", len(detectors), len(detectors))
+    findings = _with_lines(_spikes_outside_structure(findings), log)
     findings.sort(key=lambda f: (-int(f.severity), f.start_step, f.kind, f.metric))
     train = log.train
     steps = {"first": int(train["step"].min()) if train.height else None,  # type: ignore[arg-type]
              "last": int(train["step"].max()) if train.height else None,  # type: ignore[arg-type]
              "count": train.height}
-    return Report(source=log.source, format=log.format, lines=log.lines.as_dict(),
+    report = Report(source=log.source, format=log.format, lines=log.lines.as_dict(),
                   skipped_reasons=dict(log.lines.skipped), steps=steps,
                   eval_records=log.eval.height, segments=max(1, len(log.segments)),
                   metrics=log.metrics + [m for m in log.eval_metrics if m not in log.metrics],
-                  findings=findings, skipped=skipped, notes=list(log.notes))
+                  findings=findings, skipped=skipped, notes=list(log.notes), loss=loss)
+    return log, report
+
+
+# formats whose 'line' column counts records or events, not lines of a text file
+RECORD_FORMATS = ("tensorboard", "mlflow", "trainer-state", "json-records")
+
+
+def _with_lines(findings: list[Finding], log: LogData) -> list[Finding]:
+    """Each finding gets the log's line of the first record at or after its start step (in its
+    segment), so that `file:LINE:` takes an editor or a CI annotation to it."""
+    train = log.train
+    if log.format in RECORD_FORMATS or not findings or "line" not in train.columns or not train.height:
+        return findings
+    frame = train.select("segment", "step", "line").filter(pl.col("line").is_not_null())
+    out = []
+    for f in findings:
+        part = frame.filter((pl.col("segment") == f.segment) & (pl.col("step") >= f.start_step))
+        if not part.height:
+            part = frame.filter(pl.col("step") >= f.start_step)
+        line = int(part["line"].min()) if part.height else None  # type: ignore[arg-type]
+        out.append(dataclasses.replace(f, line=line))
+    return out
 
 
 def _spikes_outside_structure(findings: list[Finding]) -> list[Finding]:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated
+from dataclasses import dataclass
+from enum import Enum, StrEnum
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -15,27 +18,76 @@ from rich.table import Table
 from rich.text import Text
 
 from losslens import __version__
-from losslens.errors import LossLensError, UsageError
+from losslens.errors import LossLensError, MissingExtra, UsageError
 from losslens.findings import ExitCode, Severity
 
 if TYPE_CHECKING:
     from losslens.findings import Report
     from losslens.logs import LogData
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+app = typer.Typer(add_completion=True, no_args_is_help=True, rich_markup_mode=None,
+                  context_settings={"help_option_names": ["-h", "--help"]},
                   help="Read training logs and say, with evidence, when the run is sick.")
 out = Console(soft_wrap=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
-FormatOpt = Annotated[str | None, typer.Option("--format", "-f", help="Log format, or 'auto' to "
-                                               "detect it from the content (see `losslens formats`).")]
+# choices shown by --help; the names are kept here so that --help loads no reader (a test checks
+# them against the registries)
+FORMAT_NAMES = ("auto", "trainer-state", "json-records", "jsonl", "csv", "hf", "megatron", "fairseq",
+                "nanogpt", "modded-nanogpt", "torchtitan", "lightning", "olmo", "mlflow", "kv", "colon",
+                "tensorboard")
+STRATEGY_NAMES = ("static-sorted", "random", "bucketed-shuffle", "stride-interleave", "hf-group-by-length")
+
+
+class OutputFormat(StrEnum):
+    text = "text"
+    json = "json"
+    github = "github"
+    junit = "junit"
+    sarif = "sarif"
+
+
+class Level(StrEnum):
+    info = "info"
+    warning = "warning"
+    error = "error"
+
+
+LogFormat = Enum("LogFormat", {n: n for n in FORMAT_NAMES}, type=str)  # type: ignore[misc]
+Strategy = Enum("Strategy", {n: n for n in STRATEGY_NAMES}, type=str)  # type: ignore[misc]
+DEFAULT_STRATEGY = Strategy("bucketed-shuffle")
+
+FormatOpt = Annotated[LogFormat | None, typer.Option(  # type: ignore[valid-type]
+    "--format", "-f", help="Log format, or 'auto' to detect it from the content (see `losslens formats`).")]
 ConfigOpt = Annotated[str | None, typer.Option("--config", help="Settings file (TOML); default "
                                                "./losslens.toml, else [tool.losslens] in ./pyproject.toml.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="JSON Lines on stdout: one report per log.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Same as --output-format json.")]
+OutputOpt = Annotated[OutputFormat | None, typer.Option(
+    "--output-format", "-o", help="text (default), json (one report per line), github (workflow "
+    "annotations), junit (XML, a test case per log and detector), sarif (code scanning).")]
 IgnoreOpt = Annotated[str | None, typer.Option("--ignore", help="Finding kinds to leave out, "
-                                        "comma-separated (e.g. spike,plateau).")]
+                                               "comma-separated (e.g. spike,plateau).")]
+MetricOpt = Annotated[list[str] | None, typer.Option(
+    "--metric", "-m", help="The column to analyse as the loss (repeatable: the first is the loss, "
+    "the others are analysed like it). Default: found by name.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Only results and errors: no summaries, "
+                                        "progress or notices on stderr.")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Also list the files a folder walk "
+                                          "passed over and the checks that could not run.")]
+SkipOpt = Annotated[bool, typer.Option("--skip-unreadable", help="Pass over logs that cannot be read "
+                                       "(still named on stderr) instead of exiting 2.")]
+AllOpt = Annotated[bool, typer.Option("--all", help="List every finding (many of one kind are "
+                                      "otherwise grouped: the worst few and a count).")]
 Logs = Annotated[list[str], typer.Argument(help="Log files, globs or run folders ('-' reads standard "
                                            "input; .gz is read transparently).", metavar="LOG...")]
+
+
+class Terminated(Exception):
+    """SIGTERM, raised where the program is, so that it ends like Ctrl-C: with its summary."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Terminated()
 
 
 @contextmanager
@@ -47,7 +99,10 @@ def user_errors() -> Iterator[None]:
         err.print(f"losslens: error: {exc}", markup=False)
         raise typer.Exit(ExitCode.ERROR) from None
     except BrokenPipeError:
-        raise
+        # the reader of stdout went away (`| head -1`): end quietly, as `yes | head -1` does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise typer.Exit(ExitCode.BROKEN_PIPE) from None
     except OSError as exc:  # e.g. an output file that could not be written after all
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
         err.print(f"losslens: error: {where}{exc.strerror or exc}", markup=False)
@@ -68,11 +123,11 @@ def _writable(*paths: str | None) -> None:
             raise UsageError(f"cannot write {path}: the folder {folder} is not writable")
 
 
-def _severity(value: str | None) -> Severity | None:
+def _severity(value: Level | str | None) -> Severity | None:
     if value is None:
         return None
     try:
-        return Severity.parse(value)
+        return Severity.parse(value.value if isinstance(value, Level) else value)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
@@ -90,80 +145,212 @@ def _ignore(value: str | None, settings) -> frozenset[str]:
     return kinds
 
 
-def _settings(config: str | None):
-    from losslens.config import load
+def _output(output_format: OutputFormat | None, json: bool) -> OutputFormat:
+    if json and output_format not in (None, OutputFormat.json):
+        raise UsageError(f"--json and --output-format {output_format.value} disagree: pass one")
+    return OutputFormat.json if json else (output_format or OutputFormat.text)
 
-    return load(config)
+
+@dataclass(frozen=True)
+class Run:
+    """What every log command shares: settings and the options that shape reading and analysis."""
+
+    settings: Any
+    fmt: str
+    ignore: frozenset[str]
+    metrics: tuple[str, ...]
+    quiet: bool = False
+    verbose: bool = False
+    skip_unreadable: bool = False
+
+    @classmethod
+    def make(cls, config: str | None, format: Any, ignore: str | None, metric: list[str] | None,
+             quiet: bool = False, verbose: bool = False, skip_unreadable: bool = False) -> Run:
+        from losslens.config import load
+
+        settings = load(config)
+        if quiet and verbose:
+            raise UsageError("--quiet and --verbose disagree: pass one")
+        fmt = format.value if format is not None else settings.format
+        from losslens.logs.registry import check_format
+
+        check_format(fmt)
+        return cls(settings, fmt, _ignore(ignore, settings), tuple(metric or settings.metric),
+                   quiet, verbose, skip_unreadable)
 
 
-def _reports(logs: list[str], fmt: str, ignore: frozenset[str], settings) -> Iterator[
-        tuple[str, LogData | None, Report | None]]:
+@dataclass(frozen=True)
+class Result:
+    source: str
+    log: LogData | None
+    report: Report | None
+    error: str | None = None
+
+
+def _results(logs: list[str], run: Run) -> Iterator[Result]:
+    """Each log read and analysed in turn. A log that cannot be read is one line on stderr and a
+    Result without a report (exit 2), or, with --skip-unreadable, a line that says it was skipped;
+    a walk that leaves nothing to read is a UsageError."""
     # polars, numpy and the detectors load here, not at start-up (`--help` stays fast)
-    from losslens.analyze import analyze as run_analysis
+    from losslens import progress
+    from losslens.analyze import analyze_log
     from losslens.discover import expand
     from losslens.logs import read_log
 
-    registry = settings.registry()
-    targets = expand(logs)
-    if not targets:
-        raise UsageError(f"no log files found in {', '.join(logs)}")
-    for t in targets:
-        try:
-            log = read_log(t.path, None if fmt == "auto" else fmt)
-        except LossLensError as exc:
-            if t.explicit:
-                err.print(f"losslens: error: {exc}", markup=False)
-                yield t.path, None, None
-            continue  # a file in a run folder that is not a log: passed over
-        yield t.path, log, run_analysis(log, detectors=registry, ignore=ignore)
+    walk = expand(logs)
+    if run.verbose:
+        for path, why in walk.ignored:
+            err.print(f"losslens: passed over {path}: {why}", markup=False)
+    if not walk.targets:
+        passed = (f" ({len(walk.ignored)} file(s) passed over as not logs; --verbose lists them)"
+                  if walk.ignored else "")
+        raise UsageError(f"no log files found in {', '.join(logs)}{passed}")
+    registry, read = run.settings.registry(), 0
+    with _progress_bar(run) as listener, progress.listening(listener):
+        for t in walk.targets:
+            try:
+                log, report = analyze_log(read_log(t.path, None if run.fmt == "auto" else run.fmt),
+                                          registry, run.ignore, run.metrics)
+            except LossLensError as exc:
+                if run.skip_unreadable:
+                    if not run.quiet:
+                        err.print(f"losslens: skipped: {exc}", markup=False)
+                    continue
+                hint = "" if t.explicit else " (--skip-unreadable passes over logs that cannot be read)"
+                err.print(f"losslens: error: {exc}{hint}", markup=False)
+                yield Result(t.path, None, None, str(exc))
+                read += 1
+                continue
+            read += 1
+            yield Result(t.path, log, report)
+    if read == 0:
+        raise UsageError(f"no log could be read in {', '.join(logs)}")
+
+
+@contextmanager
+def _progress_bar(run: Run) -> Iterator[Any]:
+    """A transient bar on stderr for a log over 50 MB and for detectors over 1M records (terminals
+    only, never with --quiet); it appears only once such work starts."""
+    if run.quiet or not err.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[detail]}"),
+                   TimeElapsedColumn(), console=err, transient=True)
+    tasks: dict[str, Any] = {}
+    started = time.monotonic()
+
+    def listen(phase: str, done: int, total: int | None) -> None:
+        reading = phase.startswith("reading ")
+        if phase not in tasks:
+            if reading and (total is None or total < 50 << 20):
+                return
+            if not tasks:
+                bar.start()
+            tasks[phase] = bar.add_task(phase, total=total, detail="")
+        rate = done / max(1e-6, time.monotonic() - started)
+        detail = (f"{done / 1e6:,.0f} of {(total or 0) / 1e6:,.0f} MB, {rate / 1e6:,.0f} MB/s" if reading
+                  else f"{done} of {total} detectors")
+        bar.update(tasks[phase], completed=done, detail=detail)
+
+    try:
+        yield listen
+    finally:
+        if tasks:
+            bar.stop()
+
+
+def _emit(fmt: OutputFormat, result: Result, text_lines: list[str] | None = None) -> None:
+    """Per-log output for the streaming formats (text lines, JSON, GitHub annotations)."""
+    from losslens.reporters import ci, jsonl
+
+    if fmt is OutputFormat.json and result.report is not None:
+        print(jsonl.render(result.report), flush=True)
+    elif fmt is OutputFormat.github:
+        print(ci.github([ci.Outcome(result.source, result.report, result.error)]), end="", flush=True)
+    elif fmt is OutputFormat.text and text_lines:
+        print("\n".join(text_lines), flush=True)
+
+
+def _close(fmt: OutputFormat, results: list[Result], fail_on: Severity) -> None:
+    """The whole-run documents (JUnit, SARIF), printed once every log is done."""
+    if fmt not in (OutputFormat.junit, OutputFormat.sarif):
+        return
+    from losslens.detectors import REGISTRY
+    from losslens.reporters import ci
+
+    outcomes = [ci.Outcome(r.source, r.report, r.error) for r in results]
+    if fmt is OutputFormat.junit:
+        print(ci.junit(outcomes, [d.name for d in REGISTRY], fail_on), end="")
+    else:
+        print(ci.sarif(outcomes, {d.name: d.title for d in REGISTRY}), end="")
+
+
+def _no_loss(result: Result, run: Run) -> bool:
+    """check: a log whose loss could not be identified is never 'ok' (exit 2, one line)."""
+    if result.report is None or result.report.loss is not None or run.metrics:
+        return False
+    found = next(f.summary for f in result.report.findings if f.kind == "no_loss_metric")
+    err.print(f"losslens: error: {result.report.source}: {found}", markup=False)
+    return True
 
 
 @app.command()
 def analyze(
     logs: Logs,
     format: FormatOpt = None,
+    output_format: OutputOpt = None,
     json: JsonOpt = False,
-    fail_on: Annotated[str | None, typer.Option("--fail-on", help="Exit 1 when a finding is at "
-                                                "or above this severity (info|warning|error).")] = None,
+    fail_on: Annotated[Level | None, typer.Option("--fail-on", help="Exit 1 when a finding is at "
+                                                  "or above this severity.")] = None,
     ignore: IgnoreOpt = None,
+    metric: MetricOpt = None,
     config: ConfigOpt = None,
     pick: Annotated[bool, typer.Option("--pick", help="Of the logs found, report only the one with "
                                        "the most records (a run folder's main log).")] = False,
     html_out: Annotated[str | None, typer.Option("--html", help="Write a self-contained HTML "
-                                                 "post-mortem page.")] = None,
+                                                 "post-mortem page (several logs: an index page "
+                                                 "linking one page per log).")] = None,
     plot: Annotated[str | None, typer.Option("--plot", help="Write the main panels as a PNG "
                                              "(needs the plot extra).")] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="A short Markdown summary (for CI "
                                            "comments) instead of the terminal report.")] = False,
+    show_all: AllOpt = False,
+    skip_unreadable: SkipOpt = False,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Post-mortem report: what was read, and the findings with steps, numbers and a likely cause."""
-    from losslens.reporters import jsonl, text
+    from losslens.reporters import text
 
     with user_errors():
-        settings = _settings(config)
-        threshold, kinds = _severity(fail_on), _ignore(ignore, settings)
+        run = Run.make(config, format, ignore, metric, quiet, verbose, skip_unreadable)
+        fmt, threshold = _output(output_format, json), _severity(fail_on)
         _writable(html_out, plot)
-        code = ExitCode.OK
-        results = list(_reports(logs, format or settings.format, kinds, settings))
+        if plot:
+            _needs("matplotlib", "--plot draws with matplotlib", "plot")
+        results = list(_results(logs, run))
         if pick:
-            ok = [r for r in results if r[2] is not None]
-            results = [max(ok, key=lambda r: int(r[2].steps["count"] or 0) if r[2] else 0)] \
+            ok = [r for r in results if r.report is not None]
+            results = [max(ok, key=lambda r: int(r.report.steps["count"] or 0) if r.report else 0)] \
                 if ok else results
-        for _, log, report in results:
-            if report is None or log is None:
+        code = ExitCode.OK
+        for r in results:
+            if r.report is None or r.log is None:
                 code = ExitCode.ERROR
-                continue
-            if json:
-                print(jsonl.render(report), flush=True)
-            elif markdown:
+            elif fmt is OutputFormat.text and markdown:
                 from losslens.reporters import markdown as md
 
-                print(md.render(report), end="")
-            else:
-                out.print(text.analyze_view(report, log))
-            if html_out or plot:
-                _write_pages(report, log, html_out, plot, len(results) > 1)
-            code = max(code, report.exit_code(threshold))
+                print(md.render(r.report), end="")
+            elif fmt is OutputFormat.text:
+                out.print(text.analyze_view(r.report, r.log, out.width, show_all, run.verbose))
+            if fmt is not OutputFormat.text:
+                _emit(fmt, r)
+            if r.report is not None:
+                code = max(code, r.report.exit_code(threshold))
+        _close(fmt, results, threshold or Severity.parse(run.settings.fail_on))
+        _write_pages([r for r in results if r.report is not None], html_out, plot, run.quiet)
     raise typer.Exit(code)
 
 
@@ -171,108 +358,171 @@ def analyze(
 def check(
     logs: Logs,
     format: FormatOpt = None,
+    output_format: OutputOpt = None,
     json: JsonOpt = False,
-    fail_on: Annotated[str | None, typer.Option("--fail-on", help="Exit 1 when a finding is at or "
-                                                "above this severity (info|warning|error; default "
-                                                "error).")] = None,
+    fail_on: Annotated[Level | None, typer.Option("--fail-on", help="Exit 1 when a finding is at or "
+                                                  "above this severity (default error).")] = None,
     ignore: IgnoreOpt = None,
+    metric: MetricOpt = None,
     config: ConfigOpt = None,
+    show_all: AllOpt = False,
+    skip_unreadable: SkipOpt = False,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
-    """The gate: one line per finding, a summary on stderr; exit 0 clean, 1 findings, 2 error."""
-    from losslens.reporters import jsonl, text
+    """The gate: one line per finding, a summary on stderr; exit 0 clean, 1 findings, 2 error
+    (a log that cannot be read, or whose loss cannot be found, is never 'ok')."""
+    from losslens.reporters import text
 
     with user_errors():
-        settings = _settings(config)
-        threshold = _severity(fail_on or settings.fail_on)
-        kinds = _ignore(ignore, settings)
+        run = Run.make(config, format, ignore, metric, quiet, verbose, skip_unreadable)
+        fmt = _output(output_format, json)
+        threshold = _severity(fail_on) or Severity.parse(run.settings.fail_on)
         code = ExitCode.OK
         rows: list[tuple[str, int | None, Severity | None, str]] = []
-        for path, _, report in _reports(logs, format or settings.format, kinds, settings):
+        results = []
+        for r in _results(logs, run):
+            results.append(r)
+            report = r.report
             if report is None:
                 code = ExitCode.ERROR
-                rows.append((path, None, None, "ERROR"))
+                rows.append((r.source, None, None, "ERROR"))
+                _emit(fmt, r)
                 continue
-            if json:
-                print(jsonl.render(report), flush=True)
-            else:
-                for line in text.check_lines(report):
-                    print(line)
+            _emit(fmt, r, text.check_lines(report, show_all))
             result = report.exit_code(threshold)
+            if _no_loss(r, run):
+                result = ExitCode.ERROR
             worst = report.worst()
-            err.print(f"{report.source}: {len(report.findings)} finding(s)"
-                      f"{f', worst {worst}' if worst is not None else ''}; "
-                      f"{report.steps['count']} records; "
-                      f"{'FAIL' if result else 'ok'} (--fail-on {threshold})", markup=False)
-            rows.append((report.source, len(report.findings), worst, "FAIL" if result else "ok"))
+            verdict = {ExitCode.OK: "ok", ExitCode.FINDINGS: "FAIL"}.get(result, "ERROR")
+            if not run.quiet:
+                err.print(f"{report.source}: {len(report.findings)} finding(s)"
+                          f"{f', worst {worst}' if worst is not None else ''}; "
+                          f"{report.steps['count']} records; {verdict} (--fail-on {threshold})", markup=False)
+            if run.verbose:
+                for sk in report.skipped:
+                    err.print(f"{report.source}: could not check {sk.detector} on {sk.metric}: "
+                              f"{sk.reason}", markup=False)
+            rows.append((report.source, len(report.findings), worst, verdict))
             code = max(code, result)
-        if len(rows) > 1:
+        _close(fmt, results, threshold)
+        if len(rows) > 1 and not run.quiet:
             err.print(text.summary_table(rows))
     raise typer.Exit(code)
 
 
 @app.command()
 def watch(
-    log: Annotated[str, typer.Argument(help="The log to follow ('-' reads standard input).",
+    log: Annotated[str, typer.Argument(help="The log to follow ('-' reads standard input; a run "
+                                       "folder: the log in it with the most records).",
                                        metavar="LOG|-")],
     format: FormatOpt = None,
-    json: Annotated[bool, typer.Option("--json", help="One JSON object per alert event (appeared/"
-                                       "changed/repeated/cleared) instead of the live view.")] = False,
-    exit_on: Annotated[str | None, typer.Option("--exit-on", help="Exit 1 at the first announced "
-                                                "finding at or above this severity (warning|error).")] = None,
+    output_format: Annotated[OutputFormat | None, typer.Option(
+        "--output-format", "-o", help="text (a live view) or json (one object per alert event).")] = None,
+    json: Annotated[bool, typer.Option("--json", help="Same as --output-format json.")] = False,
+    exit_on: Annotated[Level | None, typer.Option(
+        "--exit-on", help="Exit 1 at the first announced finding at or above this severity "
+        "(default: [watch] exit_on in the config; else follow until stopped).")] = None,
+    fail_on: Annotated[Level | None, typer.Option(
+        "--fail-on", help="At the end (end of stdin), exit 1 if a finding at or above this severity "
+        "was announced (default error).")] = None,
     ignore: IgnoreOpt = None,
+    metric: MetricOpt = None,
     config: ConfigOpt = None,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Follow a live log (tail -F: waits for it, survives rotation and truncation) and alert."""
-    import threading
-
     from losslens.reporters import live
-    from losslens.watch import Watcher, lines_from
+    from losslens.watch import Watcher
 
     with user_errors():
-        settings = _settings(config)
-        fmt = format or settings.format
-        threshold = _severity(exit_on)
-        from losslens.logs.registry import check_format
-
-        check_format(fmt)
-        w = settings.watch
-        watcher = Watcher("<stdin>" if log == "-" else log, None if fmt == "auto" else fmt,
-                          settings.registry(), _ignore(ignore, settings), window=w["window"],
-                          confirm=w["confirm"], cooldown_s=w["cooldown_s"])
-    view = live.View(watcher, json=json, console=out, err=err)
-    stop = threading.Event()
-    code = ExitCode.OK
-    if log != "-" and _record_source(log):
-        _watch_records(log, watcher, view, threshold, w["interval_s"])
+        run = Run.make(config, format, ignore, metric, quiet, verbose)
+        fmt = _output(output_format, json)
+        if fmt not in (OutputFormat.text, OutputFormat.json):
+            raise UsageError("watch writes text or json (--output-format text|json)")
+        w = run.settings.watch
+        exit_at = _severity(exit_on) or _severity(w["exit_on"] or None)
+        fail_at = _severity(fail_on) or Severity.parse(run.settings.fail_on)
+        if log != "-" and os.path.isdir(log):
+            log = _folder_log(log, run)
+        watcher = Watcher("<stdin>" if log == "-" else log, None if run.fmt == "auto" else run.fmt,
+                          run.settings.registry(), run.ignore, window=w["window"],
+                          confirm=w["confirm"], cooldown_s=w["cooldown_s"], metrics=run.metrics)
+        view = live.View(watcher, json=fmt is OutputFormat.json, console=out, err=err, quiet=run.quiet)
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        last = 0.0
-        for batch in lines_from(log, w["interval_s"], stop):
+        with user_errors():
+            code = _follow(log, watcher, view, exit_at, w["interval_s"], w["confirm"])
+    except (KeyboardInterrupt, Terminated) as exc:
+        view.summary(interrupted=True)
+        raise typer.Exit(ExitCode.TERMINATED if isinstance(exc, Terminated)
+                         else ExitCode.INTERRUPTED) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    view.summary(interrupted=False)
+    if code == ExitCode.OK and view.worst is not None and view.worst >= fail_at:
+        code = ExitCode.FINDINGS
+    raise typer.Exit(code)
+
+
+def _follow(log: str, watcher, view, exit_at: Severity | None, interval: float, confirm: int) -> ExitCode:
+    """Feed the watcher until stdin ends or a finding at ``exit_at`` is announced."""
+    import threading
+
+    from losslens.watch import lines_from
+
+    if log != "-" and _record_source(log):
+        return _watch_records(log, watcher, view, exit_at, interval)
+    stop = threading.Event()
+    code, last = ExitCode.OK, 0.0
+    try:
+        for batch in lines_from(log, interval, stop):
             if batch is None:  # end of standard input: settle and stop
                 watcher.finish_input()
-                for _ in range(max(1, w["confirm"])):
-                    code = max(code, view.show(watcher.analyse(), threshold))
+                for _ in range(max(1, confirm)):
+                    code = max(code, view.show(watcher.analyse(), exit_at))
                 break
             for line in batch:
                 watcher.feed(line)
             due = watcher.new_records or any(not a.announced for a in watcher.active.values())
-            if due and time.monotonic() - last >= w["interval_s"]:
+            if due and time.monotonic() - last >= interval:
                 last = time.monotonic()
-                code = max(code, view.show(watcher.analyse(), threshold))
+                code = max(code, view.show(watcher.analyse(), exit_at))
             view.refresh()
             if code == ExitCode.FINDINGS:
                 break
-    except KeyboardInterrupt:
+    finally:
         stop.set()
-        view.summary(interrupted=True)
-        raise typer.Exit(ExitCode.INTERRUPTED) from None
-    view.summary(interrupted=False)
-    raise typer.Exit(code)
+    return code
+
+
+def _folder_log(folder: str, run: Run) -> str:
+    """watch DIR: the log the folder walk would pick (the one with the most records), said on
+    stderr; a folder with none is a UsageError."""
+    from losslens.discover import main_log
+
+    path, candidates = main_log(folder, None if run.fmt == "auto" else run.fmt)
+    if not run.quiet:
+        err.print(f"losslens: watching {path} (of {candidates} log(s) in {folder}: the one with the most "
+                  "records)", markup=False)
+    return path
 
 
 SEED_BOUNDS = "0,770,1216,1728,2432,3296,8193"
 
 
 MAX_OPTIMIZED_BUCKETS = 64  # the bound search is O(K · distinct lengths²)
+
+
+def _needs(module: str, what: str, extra: str) -> None:
+    """A missing optional extra is one line (what needs it, how to install it) and exit 2."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None or sys.modules.get(module, ...) is None:
+        hint = (" (the CPU build: install torch first from PyTorch's CPU wheel index, see README)"
+                if extra == "replay" else "")
+        raise MissingExtra(f"{what}, which is not installed: pip install 'losslens[{extra}]'{hint}")
 
 
 @app.command()
@@ -287,7 +537,7 @@ def replay(
     bs_from: Annotated[str, typer.Option("--bs-from", help="Batch size per bucket from budget // "
                                          "exclusive bound ('bound', 49152//8193=5) or // (bound-1) "
                                          "('max', 49152//8192=6).")] = "bound",
-    strategy: Annotated[str, typer.Option("--strategy")] = "bucketed-shuffle",
+    strategy: Annotated[Strategy, typer.Option("--strategy")] = DEFAULT_STRATEGY,  # type: ignore[valid-type]
     seed: Annotated[int, typer.Option("--seed")] = 0,
     epochs: Annotated[int, typer.Option("--epochs")] = 1,
     grad_accum: Annotated[int, typer.Option("--grad-accum")] = 1,
@@ -310,15 +560,14 @@ def replay(
         "--html", help="With --log: the post-mortem page, the replayed bucket of each step under the "
         "loss.")] = None,
     json: JsonOpt = False,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Rebuild the batch/bucket sequence a batching strategy fed the model; correlate, compare."""
     with user_errors():
-        from losslens.replay import STRATEGIES, Plan, batch_table, load_lengths, steps_frame
-        from losslens.replay import replay as run_replay
-        from losslens.reporters import replay_view
-
-        if strategy not in STRATEGIES:
-            raise UsageError(f"unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
+        strategy_name = strategy.value if isinstance(strategy, Enum) else str(strategy)
+        if quiet and verbose:
+            raise UsageError("--quiet and --verbose disagree: pass one")
         if device not in ("auto", "cpu", "cuda") or bs_from not in ("bound", "max"):
             raise UsageError("--device is auto, cpu or cuda; --bs-from is bound or max")
         try:
@@ -338,7 +587,14 @@ def replay(
         if optimize_bounds is not None and not 1 <= optimize_bounds <= MAX_OPTIMIZED_BUCKETS:
             raise UsageError(f"--optimize-bounds K takes 1 to {MAX_OPTIMIZED_BUCKETS} buckets, got "
                              f"{optimize_bounds}")
+        if html_out and log is None:
+            raise UsageError("--html needs --log (the page shows the replay under the log's loss)")
         _writable(out_file, steps_out, html_out)
+        _needs("torch", "replay rebuilds batches with torch", "replay")
+        from losslens.replay import Plan, batch_table, load_lengths, steps_frame
+        from losslens.replay import replay as run_replay
+        from losslens.reporters import replay_view
+
         lens = load_lengths(lengths, column)
         steps = loss = None
         if log is not None:
@@ -351,7 +607,7 @@ def replay(
         plan = Plan(edges, token_budget, max_batch_size, max_seq_len, bs_from)
         from rich.progress import Progress
 
-        with Progress(console=err, transient=True, disable=json or not err.is_terminal) as bar:
+        with Progress(console=err, transient=True, disable=json or quiet or not err.is_terminal) as bar:
             phases: dict[str, object] = {}
 
             def progress(phase: str, done: int, total: int) -> None:
@@ -359,7 +615,7 @@ def replay(
                     phases[phase] = bar.add_task(phase, total=total)
                 bar.update(phases[phase], completed=done)  # type: ignore[arg-type]
 
-            report, eps = run_replay(lens, plan, strategy, seed, epochs, grad_accum, world_size,
+            report, eps = run_replay(lens, plan, strategy_name, seed, epochs, grad_accum, world_size,
                                      device, compare, optimize_bounds, steps, loss, step_offset,
                                      null_seeds, progress)
         if log is not None and "correlation" in report:
@@ -383,8 +639,8 @@ def replay(
                                    report["correlation"])
                 with open(html_out, "w", encoding="utf-8") as f:
                     f.write(page)
-        elif html_out:
-            raise UsageError("--html needs --log (the page shows the replay under the log's loss)")
+                if not quiet:
+                    err.print(f"losslens: wrote {html_out}", markup=False)
         if out_file or steps_out:
             table = batch_table(eps, grad_accum, world_size)
             if out_file:
@@ -405,24 +661,44 @@ def _write_frame(frame, path: str) -> None:
     frame.write_parquet(path) if path.endswith(".parquet") else frame.write_csv(path)
 
 
-def _write_pages(report, log, html_out: str | None, plot: str | None, several: bool) -> None:
-    """--html / --plot; with several logs the file names get the log's name."""
-    def name(path: str) -> str:
+def _write_pages(results: list[Result], html_out: str | None, plot: str | None, quiet: bool) -> None:
+    """--html / --plot. One log: the page at the path given. Several: one page per log next to
+    it (named after the log) and, at the path given, an index page linking them; said on stderr."""
+    if not results or not (html_out or plot):
+        return
+    several = len(results) > 1
+
+    def name(path: str, source: str) -> str:
         if not several:
             return path
         stem, dot, ext = path.rpartition(".")
-        tag = os.path.basename(report.source).replace(".", "_")
+        tag = os.path.basename(source).replace(".", "_")
         return f"{stem}-{tag}.{ext}" if dot else f"{path}-{tag}"
 
-    if html_out:
+    written: list[tuple[Report, str]] = []
+    for r in results:
+        assert r.report is not None and r.log is not None
+        if html_out:
+            from losslens.reporters import html
+
+            page = name(html_out, r.report.source)
+            with open(page, "w", encoding="utf-8") as f:
+                f.write(html.render(r.report, r.log))
+            written.append((r.report, page))
+        if plot:
+            from losslens.reporters import png
+
+            png.write(r.report, r.log, name(plot, r.report.source))
+            if not quiet:
+                err.print(f"losslens: wrote {name(plot, r.report.source)}", markup=False)
+    if html_out and several:
         from losslens.reporters import html
 
-        with open(name(html_out), "w", encoding="utf-8") as f:
-            f.write(html.render(report, log))
-    if plot:
-        from losslens.reporters import png
-
-        png.write(report, log, name(plot))
+        with open(html_out, "w", encoding="utf-8") as f:
+            f.write(html.index(written, os.path.dirname(os.path.abspath(html_out))))
+    if html_out and not quiet:
+        pages = f" (an index of {len(written)} pages: {', '.join(p for _, p in written)})" if several else ""
+        err.print(f"losslens: wrote {html_out}{pages}", markup=False)
 
 
 def _record_source(path: str) -> bool:
@@ -441,9 +717,9 @@ def _record_source(path: str) -> bool:
     return b'"log_history"' in head or head.lstrip().startswith(b"[{")
 
 
-def _watch_records(path: str, watcher, view, threshold, interval: float) -> None:
+def _watch_records(path: str, watcher, view, exit_at: Severity | None, interval: float) -> ExitCode:
     """Event files, MLflow run folders and whole JSON documents (trainer_state.json): re-read when
-    they change, analyse, alert."""
+    they change, analyse, alert. Runs until a finding at ``exit_at`` or an interrupt."""
     from pathlib import Path
 
     from losslens.logs import read_log
@@ -454,24 +730,17 @@ def _watch_records(path: str, watcher, view, threshold, interval: float) -> None
         return tuple((str(f), f.stat().st_size) for f in files)
 
     code, last, data = ExitCode.OK, None, None
-    try:
-        while True:
-            sig = signature()
-            unsettled = any(not a.announced or a.missing for a in watcher.active.values())
-            if sig != last or (unsettled and data is not None):
-                if sig != last:
-                    with user_errors():
-                        data = read_log(path)
-                    last = sig
-                code = max(code, view.show(watcher.analyse_log(data), threshold))
-                if code == ExitCode.FINDINGS:
-                    break
-            time.sleep(interval)
-    except KeyboardInterrupt:
-        view.summary(interrupted=True)
-        raise typer.Exit(ExitCode.INTERRUPTED) from None
-    view.summary(interrupted=False)
-    raise typer.Exit(code)
+    while True:
+        sig = signature()
+        unsettled = any(not a.announced or a.missing for a in watcher.active.values())
+        if sig != last or (unsettled and data is not None):
+            if sig != last:
+                data = read_log(path)
+                last = sig
+            code = max(code, view.show(watcher.analyse_log(data), exit_at))
+            if code == ExitCode.FINDINGS:
+                return code
+        time.sleep(interval)
 
 
 @app.command()
@@ -524,3 +793,8 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("interrupted", markup=False)
         sys.exit(ExitCode.INTERRUPTED)
+    except BrokenPipeError:
+        # the reader of stdout went away (`| head -1`): end quietly, as `yes | head -1` does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(ExitCode.BROKEN_PIPE)

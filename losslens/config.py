@@ -16,12 +16,15 @@ TOP: dict[str, tuple[Any, type, str]] = {
     "format": ("auto", str, "log format, or auto to detect it from the content"),
     "fail_on": ("error", str, "check/watch: the severity that fails (info, warning, error)"),
     "ignore": ([], list, "finding kinds to leave out"),
+    "metric": ([], list, "the column(s) to analyse as the loss (the first is the loss), as --metric"),
 }
 WATCH: dict[str, tuple[Any, type, str]] = {
     "window": (5000, int, "records kept and analysed (memory stays flat)"),
     "interval_s": (0.3, float, "seconds between polls of the file and re-analyses"),
     "confirm": (2, int, "consecutive analyses a finding must appear in before it is announced"),
     "cooldown_s": (600.0, float, "seconds before an unchanged active finding is announced again"),
+    "exit_on": ("", str, "exit 1 at the first announced finding at or above this severity (empty: "
+                "follow until stopped)"),
 }
 
 
@@ -30,6 +33,7 @@ class Settings:
     format: str = "auto"
     fail_on: str = "error"
     ignore: list[str] = field(default_factory=list)
+    metric: list[str] = field(default_factory=list)
     watch: dict[str, Any] = field(default_factory=lambda: {k: v[0] for k, v in WATCH.items()})
     detectors: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> overrides
     source: str = "built-in defaults"
@@ -100,6 +104,9 @@ def parse(data: dict[str, Any], where: str) -> Settings:
                              source=where)
     if s.fail_on not in ("info", "warning", "error"):
         raise UsageError(f"bad value for 'fail_on': {s.fail_on!r} (info, warning or error)", source=where)
+    if s.watch["exit_on"] not in ("", "info", "warning", "error"):
+        raise UsageError(f"bad value for 'watch.exit_on': {s.watch['exit_on']!r} (info, warning or error)",
+                         source=where)
     return s
 
 

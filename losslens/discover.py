@@ -1,54 +1,130 @@
-"""Which files a command reads: paths as given, glob patterns, and the logs inside folders."""
+"""Which files a command reads: paths as given, glob patterns, and the logs inside folders.
+
+A folder walk *selects* files that look like logs (by name, and for JSON documents by their
+first bytes) and *ignores* the rest (configs, checkpoints, tokenizers) on purpose. A selected
+file that cannot be read is an error the gate must not pass over; an ignored one is listed
+under ``--verbose`` only.
+"""
 
 from __future__ import annotations
 
 import glob
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 LOG_SUFFIXES = (".log", ".txt", ".jsonl", ".csv", ".json", ".gz", ".out", ".err")
 SKIP_DIRS = {".git", "__pycache__", "checkpoints", "wandb-artifacts", "node_modules"}
+# files with a log's suffix that trainers and tokenizers write next to their logs
+NOT_LOGS = re.compile(r"^(requirements.*\.txt|vocab\.txt|merges\.txt|license(\.txt)?|readme\.txt"
+                      r"|.*\.index\.json|wandb-metadata\.json|wandb-summary\.json)$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class Target:
     path: str
-    explicit: bool  # named by the user (an error if unreadable) or found in a folder (skipped)
+    explicit: bool  # named by the user, or selected by a folder walk
 
 
-def expand(paths: list[str]) -> list[Target]:
-    out: list[Target] = []
+@dataclass
+class Walk:
+    """What a command will read, and what a folder walk passed over on purpose (and why)."""
+
+    targets: list[Target] = field(default_factory=list)
+    ignored: list[tuple[str, str]] = field(default_factory=list)
+
+
+def expand(paths: list[str]) -> Walk:
+    walk = Walk()
     for p in paths:
         if p == "-" or os.path.isfile(p):
-            out.append(Target(p, True))
+            walk.targets.append(Target(p, True))
         elif os.path.isdir(p):
-            from losslens.logs.runs import is_mlflow_run
-
-            if is_mlflow_run(Path(p)):
-                out.append(Target(p, True))
+            if _is_run_folder(Path(p)):
+                walk.targets.append(Target(p, True))
             else:
-                out += [Target(f, False) for f in _logs_in(Path(p))]
+                _logs_in(Path(p), walk)
         elif any(ch in p for ch in "*?["):
-            out += [Target(f, True) for f in sorted(glob.glob(p, recursive=True)) if os.path.isfile(f)]
+            found = [f for f in sorted(glob.glob(p, recursive=True)) if os.path.isfile(f)]
+            # a pattern that matches nothing is a missing file: the reader says so (exit 2)
+            walk.targets += [Target(f, True) for f in found] or [Target(p, True)]
         else:
-            out.append(Target(p, True))  # missing: the reader says so
-    return out
+            walk.targets.append(Target(p, True))  # missing: the reader says so
+    return walk
 
 
-def _logs_in(folder: Path) -> list[str]:
-    """Log files below ``folder``; an MLflow run folder counts as one log, its metric files not
-    one each; TensorBoard event files are found by name."""
+def _is_run_folder(folder: Path) -> bool:
+    """An MLflow run or a W&B offline run: one log made of many files."""
     from losslens.logs.runs import is_mlflow_run
 
-    found = []
+    return is_mlflow_run(folder) or any(folder.glob("*.wandb"))
+
+
+def _logs_in(folder: Path, walk: Walk) -> None:
+    """Log files below ``folder``; an MLflow or W&B run folder counts as one log, its files not
+    one each; TensorBoard event files are found by name."""
     for root, dirs, files in os.walk(folder):
-        if is_mlflow_run(Path(root)):
-            found.append(root)
+        if _is_run_folder(Path(root)):
+            walk.targets.append(Target(root, False))
             dirs[:] = []
             continue
+        for d in sorted(dirs):
+            if d in SKIP_DIRS or d.startswith("."):
+                walk.ignored.append((os.path.join(root, d), "folder of no logs (skipped by name)"))
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
         for name in sorted(files):
-            if name.lower().endswith(LOG_SUFFIXES) or name == "metrics.csv" or "tfevents" in name:
-                found.append(os.path.join(root, name))
-    return found
+            path = os.path.join(root, name)
+            why = _not_a_log(path, name)
+            if why is None:
+                walk.targets.append(Target(path, False))
+            else:
+                walk.ignored.append((path, why))
+
+
+def _not_a_log(path: str, name: str) -> str | None:
+    """Why a file in a folder is not taken as a log, or None when it is selected."""
+    lower = name.lower()
+    if "tfevents" in lower or lower == "metrics.csv":
+        return None
+    if not lower.endswith(LOG_SUFFIXES):
+        return "not a log's file name"
+    if NOT_LOGS.match(lower):
+        return "a requirements, vocabulary or index file"
+    if lower.endswith(".json") and lower != "trainer_state.json":
+        try:
+            with open(path, "rb") as f:
+                head = f.read(1 << 16)
+        except OSError:
+            return None  # selected: reading it says why it cannot be read
+        if not (b'"log_history"' in head or head.lstrip().startswith(b"[")
+                or _json_lines(head)):
+            return "a JSON document that holds no records (a config or a summary)"
+    return None
+
+
+def _json_lines(head: bytes) -> bool:
+    lines = [x for x in head.split(b"\n", 3)[:3] if x.strip()]
+    return len(lines) >= 2 and all(x.lstrip().startswith(b"{") for x in lines)
+
+
+def main_log(folder: str, fmt: str | None = None) -> tuple[str, int]:
+    """The log of a run folder that `watch DIR` follows and `analyze --pick` reports: of the logs
+    the walk selects and can read, the one with the most train records (then the newest).
+    Returns it and how many logs were candidates; a UsageError when there is none."""
+    from losslens.errors import LossLensError, UsageError
+    from losslens.logs import read_log
+
+    walk = expand([folder])
+    best: tuple[int, float, str] | None = None
+    for t in walk.targets:
+        try:
+            records = read_log(t.path, fmt).train.height
+        except LossLensError:
+            continue
+        key = (records, os.path.getmtime(t.path), t.path)
+        best = key if best is None or key > best else best
+    if best is None:
+        raise UsageError(f"no readable log found in {folder} ({len(walk.targets)} selected, "
+                         f"{len(walk.ignored)} passed over as not logs)")
+    return best[2], len(walk.targets)

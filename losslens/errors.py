@@ -33,3 +33,7 @@ class FormatError(LossLensError):
 
 class UsageError(LossLensError):
     """Bad option values (unknown format, bad threshold)."""
+
+
+class MissingExtra(LossLensError):
+    """An optional extra (torch for replay, matplotlib for --plot, tensorboard) is not installed."""

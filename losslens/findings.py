@@ -30,7 +30,9 @@ class ExitCode(IntEnum):
     OK = 0
     FINDINGS = 1
     ERROR = 2
-    INTERRUPTED = 130
+    INTERRUPTED = 130  # Ctrl-C
+    BROKEN_PIPE = 141  # the reader of stdout went away (128 + SIGPIPE, as a shell reports it)
+    TERMINATED = 143  # SIGTERM
 
 
 @dataclass(frozen=True)
@@ -43,10 +45,11 @@ class Finding:
     summary: str
     evidence: dict[str, Any] = field(default_factory=dict)
     segment: int = 0
+    line: int | None = None  # the log's line of the record at start_step (text logs only)
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "severity": str(self.severity), "metric": self.metric,
-                "start_step": self.start_step, "end_step": self.end_step,
+                "start_step": self.start_step, "end_step": self.end_step, "line": self.line,
                 "summary": self.summary, "evidence": jsonable(self.evidence)}
 
 
@@ -72,6 +75,7 @@ class Report:
     findings: list[Finding]
     skipped: list[Skipped] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    loss: dict[str, str] | None = None  # {"column": as the log names it, "why": ...}
 
     def worst(self) -> Severity | None:
         return max((f.severity for f in self.findings), default=None)
@@ -86,7 +90,7 @@ class Report:
         return {"schema": SCHEMA, "source": self.source, "format": self.format,
                 "lines": dict(self.lines), "steps": dict(self.steps),
                 "eval_records": self.eval_records, "segments": self.segments,
-                "metrics": list(self.metrics),
+                "metrics": list(self.metrics), "loss": self.loss,
                 "findings": [f.as_dict() for f in self.findings]}
 
 

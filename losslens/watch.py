@@ -156,8 +156,10 @@ class Watcher:
     """Lines in, events out. The same detectors as ``analyze``, on a bounded window."""
 
     def __init__(self, source: str, fmt: str | None, registry: tuple, ignore: frozenset[str],
-                 window: int = 5000, confirm: int = 2, cooldown_s: float = 600.0):
+                 window: int = 5000, confirm: int = 2, cooldown_s: float = 600.0,
+                 metrics: tuple[str, ...] = ()):
         self.source = source
+        self.metrics = metrics
         self.format: Format | None = BY_NAME[fmt] if fmt else None
         self.registry = registry
         self.ignore = ignore
@@ -258,7 +260,7 @@ class Watcher:
 
     def _debounce(self, log: Any, now: float, only: set[str] | None) -> list[Event]:
         registry = self.registry if only is None else tuple(d for d in self.registry if d.name in only)
-        self.report = analyze(log, detectors=registry, ignore=self.ignore)
+        self.report = analyze(log, detectors=registry, ignore=self.ignore, metrics=self.metrics)
         events: list[Event] = []
         # findings of detectors that did not run this time are left as they were
         seen = {k for k, a in self.active.items() if only is not None and a.finding.kind not in only}

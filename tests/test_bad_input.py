@@ -47,15 +47,25 @@ def test_bad_files(tmp_path: Path, content: bytes | None, message: str) -> None:
     assert message in line
 
 
+def _config(folder: Path, text: str) -> Path:
+    path = folder / "losslens.toml"
+    path.write_text(text + "\n")
+    return path
+
+
 def test_directory_and_unknown_format(tmp_path: Path) -> None:
     proc = run("analyze", str(tmp_path))  # a folder with no log in it
     assert proc.returncode == 2 and "no log files found in" in one_error_line(proc)
     log = tmp_path / "a.log"
     log.write_text("step=1 loss=2.0\n")
+    # choices are checked by the option parser: exit 2 and the choices named, no traceback
     proc = run("analyze", "--format", "nope", str(log))
-    assert proc.returncode == 2 and "unknown format 'nope'" in one_error_line(proc)
+    assert proc.returncode == 2 and b"'nope' is not one of 'auto', 'trainer-state'" in proc.stderr
     proc = run("check", "--fail-on", "fatal", str(log))
-    assert proc.returncode == 2 and "unknown severity 'fatal'" in one_error_line(proc)
+    assert proc.returncode == 2 and b"'fatal' is not one of 'info', 'warning', 'error'" in proc.stderr
+    assert b"Traceback" not in proc.stderr
+    proc = run("analyze", "--config", str(_config(tmp_path, 'format = "nope"')), str(log))
+    assert proc.returncode == 2 and "unknown format 'nope'" in one_error_line(proc)
 
 
 def test_invalid_trainer_state_names_the_line(tmp_path: Path) -> None:

@@ -26,7 +26,9 @@ def test_json_report_follows_the_contract() -> None:
     assert len(lines) == 2
     rep = json.loads(lines[0])
     assert list(rep) == ["schema", "source", "format", "lines", "steps", "eval_records",
-                         "segments", "metrics", "findings"]
+                         "segments", "metrics", "loss", "findings"]
+    assert rep["loss"] == {"column": "loss", "why": "a known loss name"}
+    assert rep["findings"][0]["line"] == 11  # the line of step 144's record
     assert rep["schema"] == "losslens.report/1"
     assert rep["lines"] == {"total": 30, "parsed": 30, "skipped": 0, "blank": 0}
     assert rep["steps"] == {"first": 0, "last": 349, "count": 30}
@@ -48,7 +50,7 @@ def test_analyze_human_report() -> None:
 def test_check_terse_and_exit_codes() -> None:
     result = runner.invoke(app, ["check", SEED])
     assert result.exit_code == 1
-    assert result.stdout.startswith(f"{SEED}:144-349: error ladder [loss] loss climbs in ~5 "
+    assert result.stdout.startswith(f"{SEED}:11: steps 144–349: error ladder [loss] loss climbs in ~5 "
                                     "near-equal increments of ~0.91 then resets")
     assert len(result.stdout.splitlines()) == 1
     assert result.stderr.strip() == (f"{SEED}: 1 finding(s), worst error; 30 records; "

@@ -10,6 +10,7 @@ import zlib
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
+from losslens import progress
 from losslens.errors import InputError
 
 HEAD_BYTES = 1 << 20  # enough to sniff logs that open with long start-up noise
@@ -23,8 +24,9 @@ class Source:
     Every chunk but the last ends just after a newline, so no line is split.
     """
 
-    def __init__(self, name: str, stream: BinaryIO):
+    def __init__(self, name: str, stream: BinaryIO, size: int | None = None):
         self.name = name
+        self.size = size  # bytes on disk (None for stdin); progress is told bytes read of it
         self._stream = stream
         try:
             self.head = stream.read(HEAD_BYTES)
@@ -52,6 +54,7 @@ class Source:
             raise RuntimeError("a Source is read once")
         self._consumed = True
         pending = self.head
+        done = len(self.head)
         while True:
             try:
                 more = self._stream.read(size)
@@ -61,6 +64,8 @@ class Source:
                 if pending:
                     yield pending
                 return
+            done += len(more)
+            progress.report(f"reading {self.name}", done, self.size)
             pending += more
             cut = pending.rfind(b"\n") + 1
             if cut:
@@ -97,6 +102,7 @@ def _reason(exc: BaseException) -> str:
 def open_source(path: str | os.PathLike[str]) -> Source:
     """Open ``path`` ('-' is standard input); gzip is recognised by content, not suffix."""
     name = os.fspath(path)
+    size = None
     if name == "-":
         raw: BinaryIO = sys.stdin.buffer
         display = "<stdin>"
@@ -108,6 +114,7 @@ def open_source(path: str | os.PathLike[str]) -> Source:
             raise InputError("no such file", source=name)
         try:
             raw = open(name, "rb")  # noqa: SIM115 - closed by Source.close
+            size = os.fstat(raw.fileno()).st_size
         except OSError as exc:
             raise InputError(f"cannot open: {_reason(exc)}", source=name) from None
     buffered: Any = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(raw)  # type: ignore[type-var]
@@ -118,4 +125,5 @@ def open_source(path: str | os.PathLike[str]) -> Source:
     stream: BinaryIO = buffered
     if magic == GZIP_MAGIC:
         stream = gzip.GzipFile(fileobj=buffered, mode="rb")  # type: ignore[assignment]
-    return Source(display, stream)
+        size = None  # the bytes read are uncompressed: no total to compare them with
+    return Source(display, stream, size)

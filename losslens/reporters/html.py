@@ -42,12 +42,59 @@ def _fmt(v: float) -> str:
     return f"{v:.4g}"
 
 
+def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    """About ``n`` round tick values (1, 2 or 5 × 10^k apart) inside [lo, hi]."""
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+        return [lo]
+    raw = (hi - lo) / max(1, n - 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    first = math.ceil(lo / step - 1e-9) * step
+    ticks = []
+    v = first
+    while v <= hi + step * 1e-9:
+        ticks.append(round(v, 12))
+        v += step
+    return ticks
+
+
+def tick_label(v: float, ticks: list[float]) -> str:
+    """A tick value with as many decimals as its spacing needs ('0.25', '1500', '2e-05')."""
+    if len(ticks) < 2:
+        return _fmt(v)
+    step = abs(ticks[1] - ticks[0])
+    if step >= 1 and abs(v) < 1e6:
+        return f"{v:,.0f}".replace(",", "")
+    if 1e-4 <= step < 1:
+        return f"{v:.{max(0, -math.floor(math.log10(step) + 1e-9))}f}"
+    return f"{v:.3g}"
+
+
+def robust_top(name: str, y: np.ndarray) -> tuple[float | None, int]:
+    """For the loss: a top for the axis that leaves out a warm-up's first values when they stand
+    far above the rest of the run (they would flatten it to a line); with how many points it
+    clips. (None, 0) when nothing needs clipping."""
+    if name not in ("loss", "eval_loss") or len(y) < 20:
+        return None, 0
+    head = max(1, len(y) // 20)
+    rest_hi = float(np.max(y[head:]))
+    rest_lo = float(np.min(y[head:]))
+    span = rest_hi - rest_lo
+    if span <= 0 or float(np.max(y[:head])) <= rest_hi + 0.5 * span:
+        return None, 0
+    top = rest_hi + 0.05 * span
+    return top, int(np.count_nonzero(y > top))
+
+
 def _panel(name: str, x: np.ndarray, y: np.ndarray, x0: float, x1: float, findings, index: int) -> str:
     plot_w = WIDTH - LEFT - RIGHT
     xs, ys = minmax_downsample(x, y, plot_w)
     if len(xs) == 0:
         return ""
     lo, hi = float(np.min(ys)), float(np.max(ys))
+    top, clipped = robust_top(name, ys)
+    if top is not None:
+        hi = top
     if hi == lo:  # a constant: draw it in the middle
         lo, hi = lo - (abs(lo) * 0.05 or 0.5), hi + (abs(hi) * 0.05 or 0.5)
     log_scale = name in ("loss", "eval_loss") and lo > 0 and hi / lo > 20
@@ -72,13 +119,20 @@ def _panel(name: str, x: np.ndarray, y: np.ndarray, x0: float, x1: float, findin
                       f'fill-opacity="0.22"><title>{html.escape(f.kind)}: {html.escape(f.summary)}'
                       f'</title></rect><path d="M{(a + b) / 2 - 5:.1f},{TOP - 2} h10 l-5,7 z" '
                       f'fill="{COLORS[f.severity]}"/>')
-    mid = math.sqrt(lo * hi) if log_scale else (lo + hi) / 2
+    if log_scale:
+        values = [10.0 ** e for e in range(math.ceil(math.log10(lo)), math.floor(math.log10(hi)) + 1)]
+        values = values or [lo, hi]
+        labels = [_fmt(v) for v in values]
+    else:
+        values = nice_ticks(lo, hi, 4)
+        labels = [tick_label(v, values) for v in values]
     ticks = "".join(
         f'<text x="{LEFT - 6}" y="{float(ty(np.array([v]))[0]) + 4:.1f}" text-anchor="end" '
-        f'class="tick">{_fmt(v)}</text>' for v in (lo, mid, hi))
+        f'class="tick">{label}</text>' for v, label in zip(values, labels, strict=True))
+    note = (f" (axis clipped: {clipped} early point(s) reach {float(np.max(ys)):.4g})" if clipped else "")
     return (f'<svg class="panel" data-metric="{html.escape(name)}" width="{WIDTH}" height="{PANEL_H}" '
             f'viewBox="0 0 {WIDTH} {PANEL_H}"><text x="{LEFT}" y="13" class="label">{html.escape(name)}'
-            f'{" (log scale)" if log_scale else ""}</text>{ticks}'
+            f'{" (log scale)" if log_scale else ""}{html.escape(note)}</text>{ticks}'
             f'<svg x="{LEFT}" y="0" width="{plot_w}" height="{PANEL_H}" overflow="hidden">'
             f'<g class="plot" data-i="{index}">{"".join(shades)}'
             f'<polyline fill="none" stroke="#333" stroke-width="1" vector-effect="non-scaling-stroke" '
@@ -90,10 +144,10 @@ def _panel(name: str, x: np.ndarray, y: np.ndarray, x0: float, x1: float, findin
 def _axis(x0: float, x1: float) -> str:
     plot_w = WIDTH - LEFT - RIGHT
     ticks = []
-    for i in range(6):
-        v = x0 + (x1 - x0) * i / 5
-        ticks.append(f'<text x="{LEFT + plot_w * i / 5:.1f}" y="14" text-anchor="middle" class="tick">'
-                     f'{int(v)}</text>')
+    span = max(1.0, x1 - x0)
+    for v in nice_ticks(x0, x1, 6):
+        ticks.append(f'<text x="{LEFT + plot_w * (v - x0) / span:.1f}" y="14" text-anchor="middle" '
+                     f'class="tick">{int(v)}</text>')
     return f'<svg width="{WIDTH}" height="22">{"".join(ticks)}<text x="{LEFT - 6}" y="14" ' \
            f'text-anchor="end" class="tick">step</text></svg>'
 
@@ -227,16 +281,55 @@ def _buckets(steps: np.ndarray, bucket: np.ndarray, x0: float, x1: float) -> str
             f'{rects}</g></svg></svg>')
 
 
-def render(report: Report, log, replay_steps: np.ndarray | None = None,
-           replay_buckets: np.ndarray | None = None, correlation: dict | None = None) -> str:
-    x = log.train["step"].to_numpy().astype(np.float64) if log.train.height else np.zeros(0)
-    x0, x1 = (float(x.min()), float(x.max())) if len(x) else (0.0, 1.0)
+def section(report: Report) -> str:
+    """The page's head for one log: what was read, notes, and the findings table (also what a
+    Report shows in a notebook)."""
     rows = "".join(
         f'<tr><td class="{f.severity}">{f.severity}</td><td>{html.escape(f.kind)}</td>'
         f'<td>{html.escape(f.metric)}</td><td>{f.start_step}–{f.end_step}</td>'
         f'<td>{html.escape(f.summary)}</td></tr>' for f in report.findings)
     table = (f'<table id="findings"><tr><th>severity</th><th>kind</th><th>metric</th><th>steps</th>'
              f'<th>summary</th></tr>{rows}</table>' if rows else '<p id="findings">no findings</p>')
+    lines = report.lines
+    meta = (f'format {report.format}; {lines["total"]:,} lines ({lines["parsed"]:,} parsed, '
+            f'{lines["skipped"]:,} skipped, {lines["blank"]:,} blank); {report.steps["count"]:,} train '
+            f'records, steps {report.steps["first"]}–{report.steps["last"]}; {report.eval_records} eval '
+            f'records; {report.segments} segment(s)')
+    if report.loss:
+        meta += f'; loss: column {report.loss["column"]!r} ({report.loss["why"]})'
+    skipped = "; ".join(f"{n:,} {reason}" for reason, n in sorted(report.skipped_reasons.items(),
+                                                                   key=lambda kv: -kv[1]))
+    said = [f"skipped lines: {skipped}"] if skipped else []
+    said += [f"note: {n}" for n in report.notes]
+    notes = "".join(f'<div class="meta">{html.escape(x)}</div>' for x in said)
+    return (f'<h1>{html.escape(report.source)}</h1><div class="meta">{html.escape(meta)}</div>'
+            f'{notes}{table}')
+
+
+def index(pages: list[tuple[Report, str]], folder: str) -> str:
+    """One page linking the page of each log, worst first, with its findings count."""
+    import os
+
+    def worst(r: Report) -> int:
+        w = r.worst()
+        return -1 if w is None else int(w)
+
+    order = sorted(pages, key=lambda rp: (-worst(rp[0]), rp[0].source))
+    rows = "".join(
+        f'<tr><td><a href="{html.escape(os.path.relpath(path, folder))}">{html.escape(r.source)}</a></td>'
+        f'<td>{len(r.findings)}</td><td class="{r.worst() or ""}">{r.worst() or "—"}</td>'
+        f'<td>{html.escape("; ".join(sorted({f.kind for f in r.findings})))}</td></tr>'
+        for r, path in order)
+    return (f'<!doctype html><html><head><meta charset="utf-8"><title>losslens: {len(pages)} logs</title>'
+            f'<style>{CSS}</style></head><body><h1>losslens: {len(pages)} logs</h1>'
+            f'<table id="logs"><tr><th>log</th><th>findings</th><th>worst</th><th>kinds</th></tr>{rows}'
+            f'</table></body></html>')
+
+
+def render(report: Report, log, replay_steps: np.ndarray | None = None,
+           replay_buckets: np.ndarray | None = None, correlation: dict | None = None) -> str:
+    x = log.train["step"].to_numpy().astype(np.float64) if log.train.height else np.zeros(0)
+    x0, x1 = (float(x.min()), float(x.max())) if len(x) else (0.0, 1.0)
     panels, constant = [], []
     for i, name in enumerate(m for m in PANELS if m in log.train.columns or m in log.eval.columns):
         frame = log.eval if name.startswith("eval_") else log.train
@@ -260,21 +353,12 @@ def render(report: Report, log, replay_steps: np.ndarray | None = None,
             extra.append(_histogram(log, f))
     if correlation and correlation.get("rho") is not None:
         extra.append(_bucket_levels(correlation))
-    lines = report.lines
-    meta = (f'format {report.format}; {lines["total"]:,} lines ({lines["parsed"]:,} parsed, '
-            f'{lines["skipped"]:,} skipped, {lines["blank"]:,} blank); {report.steps["count"]:,} train '
-            f'records, steps {report.steps["first"]}–{report.steps["last"]}; {report.eval_records} eval '
-            f'records; {report.segments} segment(s)')
+    head = section(report)
     flat = (f'<div class="hint">constant over the run: {html.escape(", ".join(constant))}</div>'
             if constant else "")
-    skipped = "; ".join(f"{n:,} {reason}" for reason, n in sorted(report.skipped_reasons.items(),
-                                                                   key=lambda kv: -kv[1]))
-    said = [f"skipped lines: {skipped}"] if skipped else []
-    said += [f"note: {n}" for n in report.notes]
-    notes = "".join(f'<div class="meta">{html.escape(x)}</div>' for x in said)
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>losslens: '
             f'{html.escape(report.source)}</title><style>{CSS}</style></head><body>'
-            f'<h1>{html.escape(report.source)}</h1><div class="meta">{html.escape(meta)}</div>{notes}{table}'
+            f'{head}'
             f'<div class="hint">wheel: zoom all charts on the step axis · drag: pan · double-click: reset · '
             f'shaded: findings (hover for the summary)</div>{"".join(panels)}{_axis(x0, x1)}{flat}'
             f'<div class="row">{"".join(extra)}</div><script>{JS}</script></body></html>')

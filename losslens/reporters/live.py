@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from losslens.findings import ExitCode, Severity
-from losslens.reporters.text import STYLE, bar
+from losslens.reporters.text import STYLE, bar, where
 from losslens.reporters.text import cells as _cells
 from losslens.watch import Event, Watcher
 
@@ -26,12 +26,14 @@ def sparkline(values: list[float], width: int = 60) -> str:
 
 
 class View:
-    def __init__(self, watcher: Watcher, json: bool, console: Console, err: Console):
+    def __init__(self, watcher: Watcher, json: bool, console: Console, err: Console, quiet: bool = False):
         self.w = watcher
         self.json = json
         self.out = console
         self.err = err
+        self.quiet = quiet
         self.events = 0
+        self.worst: Severity | None = None  # the worst severity announced (appeared or changed)
         self.live: Live | None = None
         if not json and console.is_terminal:
             self.live = Live(self._render(), console=console, refresh_per_second=4, transient=False)
@@ -45,10 +47,12 @@ class View:
                 print(jsonlib.dumps(ev.as_dict(self.w.source, self.w.acc), allow_nan=False), flush=True)
             elif self.live is None:
                 f = ev.finding
-                print(f"{ev.event.upper()} {self.w.source}:{f.start_step}-{f.end_step}: {f.severity} "
+                print(f"{ev.event.upper()} {where(self.w.source, f)}: {f.severity} "
                       f"{f.kind} [{f.metric}] {f.summary}", flush=True)
-            if exit_on is not None and ev.event in ("appeared", "changed") and ev.finding.severity >= exit_on:
-                code = ExitCode.FINDINGS
+            if ev.event in ("appeared", "changed"):
+                self.worst = max(self.worst or ev.finding.severity, ev.finding.severity)
+                if exit_on is not None and ev.finding.severity >= exit_on:
+                    code = ExitCode.FINDINGS
         self.refresh()
         return code
 
@@ -94,6 +98,9 @@ class View:
                                  "interrupted": interrupted, "lines": acc.as_dict(),
                                  "skipped": dict(acc.skipped), "events": self.events,
                                  "active": [f.as_dict() for f in active]}), flush=True)
+        if self.quiet:
+            sys.stdout.flush()
+            return
         self.err.print(f"{self.w.source}: {acc.total:,} lines ({acc.parsed:,} parsed, "
                        f"{acc.n_skipped:,} skipped, {acc.blank:,} blank); {self.events} alert "
                        f"event(s); {len(active)} active finding(s)"

@@ -7,7 +7,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from losslens.findings import Report, Severity
+from losslens.findings import Finding, Report, Severity
 from losslens.logs import LogData
 
 STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
@@ -22,7 +22,57 @@ def _n(x: int) -> str:
     return f"{x:,}"
 
 
-def analyze_view(report: Report, log: LogData) -> RenderableType:
+GROUP_AT = 6  # more findings than this of one kind and metric are shown as a group
+SHOWN = 3  # the worst few of a group listed
+
+
+Flood = tuple[str, str, list[Finding]]  # (kind, metric, the findings not listed one by one)
+
+
+def grouped(findings: list[Finding], show_all: bool = False) -> list[Finding | Flood]:
+    """Findings in report order, where a kind with more than GROUP_AT findings on one metric
+    keeps its SHOWN worst (severity, then size of the excursion) and the rest become one group
+    entry ``(kind, metric, rest)``, placed after them."""
+    if show_all:
+        return list(findings)
+    by: dict[tuple[str, str], list[Finding]] = {}
+    for f in findings:
+        by.setdefault((f.kind, f.metric), []).append(f)
+    keep: set[int] = set()
+    rest: dict[tuple[str, str], list[Finding]] = {}
+    for key, group in by.items():
+        if len(group) <= GROUP_AT:
+            keep.update(id(f) for f in group)
+            continue
+        ranked = sorted(group, key=lambda f: (-int(f.severity), -_size(f), f.start_step))
+        keep.update(id(f) for f in ranked[:SHOWN])
+        rest[key] = sorted(ranked[SHOWN:], key=lambda f: f.start_step)
+    out: list[Finding | Flood] = []
+    for f in findings:
+        if id(f) in keep:
+            out.append(f)
+            key = (f.kind, f.metric)
+            if key in rest and not any(id(g) in keep for g in by[key][by[key].index(f) + 1:]):
+                out.append((key[0], key[1], rest.pop(key)))
+    return out
+
+
+def _size(f: Finding) -> float:
+    for key in ("ratio", "excess", "rise", "drop"):
+        value = f.evidence.get(key)
+        if isinstance(value, int | float):
+            return float(value)
+    return 0.0
+
+
+def group_line(kind: str, metric: str, rest: list[Finding]) -> str:
+    worst = max(f.severity for f in rest)
+    return (f"… {len(rest)} more {kind} finding(s) on {metric} (worst {worst}), steps "
+            f"{min(f.start_step for f in rest)}–{max(f.end_step for f in rest)}; --all lists every one")
+
+
+def analyze_view(report: Report, log: LogData, width: int = 100, show_all: bool = False,
+                 verbose: bool = False) -> RenderableType:
     lines = report.lines
     head = Text.assemble(
         (report.source, "bold"), f" — format {report.format}; {_n(lines['total'])} lines: ",
@@ -35,6 +85,8 @@ def analyze_view(report: Report, log: LogData) -> RenderableType:
                  if s["count"] else "0"))
     read.add_row(*cells("eval records", _n(report.eval_records)))
     read.add_row(*cells("metrics", ", ".join(_named(m, log) for m in report.metrics) or "—"))
+    read.add_row(*cells("loss", f"column {report.loss['column']!r} ({report.loss['why']})" if report.loss
+                        else "none found (pass --metric NAME)"))
     if len(log.segments) > 1:
         segs = "; ".join(f"#{g.index}: steps {g.first_step}–{g.last_step} ({_n(g.records)} records, "
                          f"from line {g.first_line})" for g in log.segments)
@@ -47,8 +99,11 @@ def analyze_view(report: Report, log: LogData) -> RenderableType:
     parts: list[RenderableType] = [head, read]
     for note in report.notes:
         parts.append(Text(f"note: {note}", style="dim"))
-    parts.append(findings_table(report))
-    spark = loss_sparkline(report, log)
+    if verbose:
+        for sk in report.skipped:
+            parts.append(Text(f"could not check {sk.detector} on {sk.metric}: {sk.reason}", style="dim"))
+    parts.append(findings_table(report, show_all))
+    spark = loss_sparkline(report, log, width)
     if spark is not None:
         parts.append(spark)
     return Group(*parts)
@@ -62,10 +117,17 @@ def bar(v: float, lo: float, hi: float) -> str:
     return BARS[min(len(BARS) - 1, int((v - lo) / ((hi - lo) or 1.0) * (len(BARS) - 1)))]
 
 
-def loss_sparkline(report: Report, log: LogData, width: int = 80) -> RenderableType | None:
-    """The loss as a sparkline, with a marker under the columns where findings are."""
+def loss_sparkline(report: Report, log: LogData, columns: int = 80) -> RenderableType | None:
+    """The loss as a sparkline fitted to ``columns`` terminal columns (label and range included),
+    with a marker under the columns where findings are."""
     if "loss" not in log.train.columns or log.train.height < 2:
         return None
+    finite = log.train["loss"].cast(float).to_numpy()
+    finite = finite[np.isfinite(finite)]
+    if len(finite) < 2:
+        return None
+    label = f"  {float(finite.min()):.4g}–{float(finite.max()):.4g}"
+    width = max(10, min(160, columns - len("loss ") - len(label)))
     from losslens.reporters.html import minmax_downsample
 
     steps = log.train["step"].to_numpy().astype(float)
@@ -79,7 +141,7 @@ def loss_sparkline(report: Report, log: LogData, width: int = 80) -> RenderableT
     for c, v in zip(cols, y, strict=True):
         top[c] = v if np.isnan(top[c]) else max(top[c], v)
     filled = np.isfinite(top)
-    vmin, vmax = float(np.nanmin(top)), float(np.nanmax(top))
+    vmin, vmax = float(finite.min()), float(finite.max())  # the label's range is the bars' scale
     line = "".join(bar(v, vmin, vmax) if ok else " " for v, ok in zip(top, filled, strict=True))
     marks = [" "] * width
     for f in report.findings:
@@ -87,8 +149,8 @@ def loss_sparkline(report: Report, log: LogData, width: int = 80) -> RenderableT
         b = int((f.end_step - lo) / ((hi - lo) or 1) * (width - 1))
         for c in range(max(0, a), min(width, b + 1)):
             marks[c] = "^" if f.severity >= Severity.WARNING else "·"
-    return Group(Text(f"loss {line}  {vmin:.4g}–{vmax:.4g}", style="cyan"),
-                 Text("     " + "".join(marks), style="red"))
+    return Group(Text(f"loss {line}{label}", style="cyan", no_wrap=True),
+                 Text("     " + "".join(marks).rstrip(), style="red", no_wrap=True))
 
 
 def _named(metric: str, log: LogData) -> str:
@@ -96,22 +158,41 @@ def _named(metric: str, log: LogData) -> str:
     return metric if original in (None, metric) else f"{metric} ({original})"
 
 
-def findings_table(report: Report) -> RenderableType:
+def findings_table(report: Report, show_all: bool = False) -> RenderableType:
     if not report.findings:
         return Text("no findings", style="green")
     table = Table(title=f"{len(report.findings)} finding(s)", title_justify="left")
     for col in ("severity", "kind", "metric", "steps", "summary"):
         table.add_column(col, overflow="fold")
-    for f in report.findings:
+    for f in grouped(report.findings, show_all):
+        if isinstance(f, tuple):
+            kind, metric, rest = f
+            table.add_row(*cells("", kind, metric, f"{min(g.start_step for g in rest)}–"
+                                 f"{max(g.end_step for g in rest)}", group_line(kind, metric, rest)))
+            continue
         table.add_row(*cells(Text(str(f.severity), style=STYLE[f.severity]), f.kind, f.metric,
                       f"{f.start_step}–{f.end_step}", f.summary))
     return table
 
 
-def check_lines(report: Report) -> list[str]:
-    """One terse line per finding: source:steps: severity kind metric: summary."""
-    return [f"{report.source}:{f.start_step}-{f.end_step}: {f.severity} {f.kind} [{f.metric}] "
-            f"{f.summary}" for f in report.findings]
+def where(source: str, f: Finding) -> str:
+    """'run.log:144: steps 144–349' — the line (when the log has lines) reads as a position to
+    editors and CI problem matchers; the steps follow it in words."""
+    line = f":{f.line}" if f.line is not None else ""
+    steps = f"step {f.start_step}" if f.start_step == f.end_step else f"steps {f.start_step}–{f.end_step}"
+    return f"{source}{line}: {steps}"
+
+
+def check_lines(report: Report, show_all: bool = False) -> list[str]:
+    """One terse line per finding: 'source:LINE: steps A–B: severity kind [metric] summary'; a
+    flood of one kind is its worst few and one line for the rest."""
+    out = []
+    for f in grouped(report.findings, show_all):
+        if isinstance(f, tuple):
+            out.append(f"{report.source}: {group_line(*f)}")
+        else:
+            out.append(f"{where(report.source, f)}: {f.severity} {f.kind} [{f.metric}] {f.summary}")
+    return out
 
 
 def summary_table(rows: list[tuple[str, int | None, Severity | None, str]]) -> RenderableType:
