@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import dflash_log  # noqa: E402
 
 from losslens import read_log  # noqa: E402
-from losslens.analyze import analyze  # noqa: E402
+from losslens.analysis import analyze  # noqa: E402
 from losslens.detectors import REGISTRY  # noqa: E402
 
 

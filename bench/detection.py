@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from losslens import read_log, synth
-from losslens.analyze import analyze
+from losslens.analysis import analyze
 from losslens.findings import Severity
 from losslens.logs import from_arrays
 

@@ -193,7 +193,7 @@ def _results(logs: list[str], run: Run) -> Iterator[Result]:
     a walk that leaves nothing to read is a UsageError."""
     # polars, numpy and the detectors load here, not at start-up (`--help` stays fast)
     from losslens import progress
-    from losslens.analyze import analyze_log
+    from losslens.analysis import analyze_log
     from losslens.discover import expand
     from losslens.logs import read_log
 
@@ -466,6 +466,21 @@ def watch(
     raise typer.Exit(code)
 
 
+def _stdout_gone() -> None:
+    """BrokenPipeError when the reader of stdout has gone (`watch --json LOG | head -1`): a
+    follower that is idle writes nothing, so it would never find out otherwise."""
+    import select
+
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        events = poller.poll(0)
+    except (OSError, ValueError, AttributeError):  # not a real file (tests), or no poll here
+        return
+    if any(ev & select.POLLERR for _, ev in events):
+        raise BrokenPipeError()
+
+
 def _follow(log: str, watcher, view, exit_at: Severity | None, interval: float, confirm: int) -> ExitCode:
     """Feed the watcher until stdin ends or a finding at ``exit_at`` is announced."""
     import threading
@@ -490,6 +505,7 @@ def _follow(log: str, watcher, view, exit_at: Severity | None, interval: float, 
                 last = time.monotonic()
                 code = max(code, view.show(watcher.analyse(), exit_at))
             view.refresh()
+            _stdout_gone()
             if code == ExitCode.FINDINGS:
                 break
     finally:
@@ -619,7 +635,7 @@ def replay(
                                      device, compare, optimize_bounds, steps, loss, step_offset,
                                      null_seeds, progress)
         if log is not None and "correlation" in report:
-            from losslens.analyze import analyze as run_analysis
+            from losslens.analysis import analyze as run_analysis
             from losslens.replay.correlate import attribute
 
             analysed = run_analysis(data)
@@ -740,6 +756,7 @@ def _watch_records(path: str, watcher, view, exit_at: Severity | None, interval:
             code = max(code, view.show(watcher.analyse_log(data), exit_at))
             if code == ExitCode.FINDINGS:
                 return code
+        _stdout_gone()
         time.sleep(interval)
 
 

@@ -37,6 +37,14 @@ class ExitCode(IntEnum):
 
 @dataclass(frozen=True)
 class Finding:
+    """One thing found in one metric of one log.
+
+    ``kind`` is the detector's name (the contract's vocabulary), ``severity`` info < warning <
+    error, ``start_step``/``end_step`` the logged steps it covers, ``summary`` one sentence for a
+    person with the numbers that matter, ``evidence`` the kind-specific numbers behind it (see
+    docs/findings.md), ``segment`` the restart segment, ``line`` the log's line of the first
+    record it covers (None for record-based logs such as event files)."""
+
     kind: str
     severity: Severity
     metric: str
@@ -64,6 +72,13 @@ class Skipped:
 
 @dataclass(frozen=True)
 class Report:
+    """What ``losslens.analyze`` returns for one log: what was read (``lines`` with their
+    accounting, ``steps``, ``metrics``, ``segments``), which column was taken as the loss and why
+    (``loss``), the ``findings`` (sorted: worst first, then by step), the checks that could not
+    run (``skipped``) and the reader's ``notes``. ``exit_code(fail_on)`` is what `check` exits
+    with; ``as_dict()`` is the contract's JSON. In a notebook it shows itself as the HTML page's
+    head (``_repr_html_``)."""
+
     source: str
     format: str
     lines: dict[str, int]
@@ -85,6 +100,13 @@ class Report:
             return ExitCode.OK
         worst = self.worst()
         return ExitCode.FINDINGS if worst is not None and worst >= fail_on else ExitCode.OK
+
+    def _repr_html_(self) -> str:
+        from losslens.reporters.html import section
+
+        style = (".losslens .error{color:#d62728;font-weight:600}.losslens .warning{color:#ff7f0e}"
+                 ".losslens .info{color:#1f77b4}.losslens .meta{color:#555}")  # scoped: not the notebook's
+        return f'<div class="losslens"><style>{style}</style>{section(self)}</div>'
 
     def as_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "source": self.source, "format": self.format,

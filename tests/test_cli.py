@@ -181,7 +181,7 @@ def test_golden_reports(golden) -> None:
     """`analyze --json` of every fixture equals its golden report (regenerate with
     `python fixtures/make_fixtures.py` when a change is meant)."""
     from losslens import read_log
-    from losslens.analyze import analyze
+    from losslens.analysis import analyze
     from losslens.reporters import jsonl
 
     log_path = FIXTURES / golden.name.removesuffix(".json")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from losslens import read_log, synth
-from losslens.analyze import analyze
+from losslens.analysis import analyze
 from losslens.detectors.health import level_shift, spikes
 from losslens.findings import Severity
 from losslens.logs import from_arrays

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from losslens import read_log, synth
-from losslens.analyze import analyze
+from losslens.analysis import analyze
 from losslens.reporters import html, markdown
 from losslens.reporters.html import minmax_downsample
 from tests.conftest import FIXTURES

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from losslens import read_log, synth
-from losslens.analyze import analyze
+from losslens.analysis import analyze
 from losslens.errors import InputError
 
 CURVE = synth.diverging(n=400, turn=250, seed=2)  # a divergence the detectors must find

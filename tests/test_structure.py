@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from losslens import read_log, synth
-from losslens.analyze import analyze
+from losslens.analysis import analyze
 from losslens.detectors import REGISTRY, Series
 from losslens.detectors.ladder import find_episodes
 from losslens.detectors.stats import runs_test
@@ -132,3 +132,21 @@ def test_rank_sum_matches_scipy() -> None:
     a, b = rng.normal(1, 1, 12), np.round(rng.normal(0, 1, 9), 1)
     assert rank_sum_p(a, b) == pytest.approx(
         mannwhitneyu(a, b, alternative="greater", method="asymptotic").pvalue, rel=1e-6)
+
+
+def test_spearman_handles_ties_like_scipy() -> None:
+    """A loss printed to 2 decimals repeats values: ties share their average rank (scipy is the
+    oracle, installed with the dev extra only)."""
+    from scipy.stats import rankdata, spearmanr
+
+    from losslens.detectors.stats import ranks, spearman
+
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        a = np.round(rng.normal(2, 0.02, 60), 2)  # a handful of distinct values
+        b = np.round(rng.normal(0, 1, 60), 1)
+        assert np.array_equal(ranks(a), rankdata(a))
+        assert spearman(a, b) == pytest.approx(spearmanr(a, b).statistic, abs=1e-12)
+        assert spearman(a) == pytest.approx(spearmanr(a, np.arange(60)).statistic, abs=1e-12)
+    # a constant rounded loss has no trend, whatever order its ties come in
+    assert spearman(np.full(50, 1.23)) == 0.0

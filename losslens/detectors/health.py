@@ -35,6 +35,11 @@ def _smooth(v: np.ndarray, frac: int = 20) -> np.ndarray:
 
 
 class NonFinite(Detector):
+    """NaN or ±inf in the loss, grad norm, eval loss, accuracy or LR: one error from the first such
+    step. Also a hidden NaN in Hugging Face logs (a NaN grad norm, or a loss frozen at one value).
+
+    frozen_records: records the loss must repeat one value (after having moved) to count as frozen."""
+
     name = "nonfinite"
     title = "NaN or inf in a metric (start_step = the first such step); hidden NaN in HF logs"
     metrics = ("loss", "grad_norm", "eval_loss", "acc", "lr")
@@ -89,6 +94,16 @@ class NonFinite(Detector):
 
 
 class Spike(Detector):
+    """Isolated excursions of the loss far above its local level: a causal rolling median of the
+    log-loss and its MAD give a robust z-score per record.
+
+    window: records in the rolling median/MAD. z: the z-score a spike must reach.
+    min_ratio: how many times the local level a spike must be (1.4 = 40 % above).
+    history: records needed before the first one can be judged.
+    cluster: records between flagged points that still make one spike (and the records after it
+    checked for recovery). tail_factor: in heavy-tailed noise, a spike must also exceed this many
+    times the 99th percentile of the other |z|."""
+
     name = "spike"
     title = "isolated excursions far above the local level (causal rolling median and MAD)"
     metrics = ("loss",)
@@ -178,6 +193,12 @@ def _grad_lead(grad: np.ndarray, steps: np.ndarray, at: int) -> tuple[int, float
 
 
 class Divergence(Detector):
+    """The loss trend rises persistently after warm-up (or explodes); start_step is the turn.
+
+    min_points: records needed. min_rise: relative rise of the trend from its low to the end.
+    min_rho: Spearman correlation with time after the turn. warmup: share of the run left out at
+    the start (runs of 50 records or more)."""
+
     name = "divergence"
     title = "the trend rises persistently after warm-up, or explodes (start_step at the turn)"
     metrics = ("loss",)
@@ -222,6 +243,11 @@ class Divergence(Detector):
 
 
 class Plateau(Detector):
+    """No learning: the loss trend improves less than min_improvement over the run while the LR is
+    still above lr_floor × its peak (warning when the loss also stays above high_loss, else info).
+
+    min_points: records needed."""
+
     name = "plateau"
     title = "no learning: the trend does not improve over a long stretch while the LR is not ~0"
     metrics = ("loss",)
@@ -264,6 +290,11 @@ class Plateau(Detector):
 
 
 class AccuracyDrop(Detector):
+    """Accuracy's trend falls persistently; start_step is the turn.
+
+    min_points: records needed. min_drop: the fall as a share of the peak (0.15 = 15 %).
+    min_noise: the fall must also be this many times the record-to-record noise."""
+
     name = "accuracy_drop"
     title = "accuracy's trend falls persistently (start_step at the turn)"
     metrics = ("acc", "eval_acc")
@@ -298,6 +329,11 @@ class AccuracyDrop(Detector):
 
 
 class Overfitting(Detector):
+    """The eval loss rises from its best while the train loss still falls; start_step is the best
+    eval step.
+
+    min_points: eval records needed. min_rise: relative rise of the last eval loss over the best."""
+
     name = "overfitting"
     title = "eval loss rises while the train loss still falls (start_step at the eval minimum)"
     metrics = ("eval_loss",)
@@ -332,6 +368,11 @@ class Overfitting(Detector):
 
 
 class ThroughputDrop(Detector):
+    """Tokens/s or samples/s fall (or step time rises) persistently; start_step is the turn.
+
+    min_points: records needed. min_drop: the fall as a share of the level before the turn.
+    min_side: the least share of the run on each side of the turn."""
+
     name = "throughput_drop"
     title = "tokens/s (or samples/s; step time rising) falls persistently (start_step at the turn)"
     metrics = ("tokens_per_s", "samples_per_s", "step_time_s")

@@ -78,6 +78,18 @@ def chance_episodes(v: np.ndarray, window: int, shuffles: int, seed: int, **kw) 
 
 
 class Ladder(Detector):
+    """The seed incident's shape: climbs through near-equal increments, then a reset drop, repeated.
+    Calibrated against shuffles of the de-trended residual (chance episodes) and a coverage rule;
+    the cause is `accumulator` when values sit on integer multiples of the reset level.
+
+    min_increments: rises an episode needs. regularity: how unequal the increments may be
+    (relative spread). min_rise: an episode's climb relative to the noise. reset_fraction: how
+    much of the climb the drop must undo. min_episodes: episodes needed; strong_episodes: episodes
+    for an error rather than a warning. multiple_tolerance: distance from an integer multiple
+    that still counts as one. window: records in the de-trending median. shuffles / seed: the
+    shuffled residuals that measure chance episodes; chance_factor: episodes must exceed this many
+    times the chance count. min_coverage: share of the span the episodes must cover."""
+
     name = "ladder"
     title = "repeated climbs through near-equal increments followed by a reset drop"
     metrics = ("loss",)

@@ -36,6 +36,16 @@ def _merge(weights: np.ndarray, means: np.ndarray, sds: np.ndarray, min_separati
 
 
 class Multimodal(Detector):
+    """The de-trended loss falls into separated bands (a Gaussian mixture chosen by BIC, modes
+    merged when close); `harmonic` when the bands stand at ~1:2:3 of the first.
+
+    min_points: records needed. window: records in the de-trending median (at least a quarter of
+    the run). max_modes: mixture components tried. min_share: the least share of records in a band.
+    min_separation: band centres apart by this many band widths. min_bic_gain: BIC improvement
+    over one band. max_valley: the density between bands, as a share of the peaks.
+    harmonic_tolerance: distance from an integer ratio for `harmonic`. min_span: share of the run
+    between a band's first and last record."""
+
     name = "multimodal"
     title = "the de-trended metric falls into two or more separated bands"
     metrics = ("loss",)

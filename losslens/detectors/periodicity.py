@@ -46,6 +46,13 @@ def _background(power: np.ndarray, width: float = 1.5, min_bins: int = 7) -> np.
 
 
 class Periodicity(Detector):
+    """A significant periodic component of the de-trended loss: each periodogram ordinate is tested
+    against the spectrum's local background; known periods (epoch, HF mega-batch) are named.
+
+    min_points: records needed. window: records in the de-trending median. alpha: the p-value a
+    period must beat. min_share: its least share of the variance; strong_share: share for an error.
+    match_tolerance: relative distance to a known period that still matches it."""
+
     name = "periodicity"
     title = "a significant periodic component (period in steps), against a red-noise null"
     metrics = ("loss",)

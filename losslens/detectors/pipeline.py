@@ -17,6 +17,14 @@ def queue_metric(name: str) -> bool:
 
 
 class PipelineStall(Detector):
+    """Producer/consumer queues (q_* columns) drained to zero (starvation) or growing without bound
+    (backlog), and wall-clock gaps or hangs between records.
+
+    min_empty / empty_share: records at zero needed (a count, or a share of the run, whichever is
+    more). min_growth: how many times its start level a queue must grow to. gap_ratio / gap_min_s:
+    a pause between records this many times the usual interval and at least this many seconds.
+    hang_s: a pause this long (and 50 times the usual) is a hang."""
+
     name = "pipeline_stall"
     title = "queues drained to zero (starved) or growing without bound (backlog); wall-time gaps"
     metrics = ("q_*", "time")  # queue columns are found per log (see wants)

@@ -1,4 +1,4 @@
-"""Robust statistics shared by the detectors (numpy/polars only; scipy is imported lazily)."""
+"""Robust statistics shared by the detectors (numpy only: scipy is the tests' oracle, not a dependency)."""
 
 from __future__ import annotations
 
@@ -63,8 +63,19 @@ def regular_grid(steps: np.ndarray, values: np.ndarray, max_points: int = 1 << 2
 
 
 def ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks 0..n-1 (ties in order of appearance: deterministic)."""
-    return np.argsort(np.argsort(x, kind="stable"), kind="stable").astype(np.float64)
+    """Ranks 1..n, tied values sharing their average rank (as scipy.stats.rankdata does): a loss
+    printed to 2 decimals repeats values, and ranking ties by order of appearance would read a
+    trend into them."""
+    x = np.asarray(x)
+    order = np.argsort(x, kind="mergesort")
+    sx = x[order]
+    new = np.ones(len(x), dtype=bool)
+    new[1:] = sx[1:] != sx[:-1]
+    starts = np.flatnonzero(new)
+    ends = np.append(starts[1:], len(x))
+    out = np.empty(len(x), dtype=np.float64)
+    out[order] = np.repeat((starts + ends + 1) / 2.0, ends - starts)
+    return out
 
 
 def spearman(a: np.ndarray, b: np.ndarray | None = None) -> float:
@@ -148,18 +159,8 @@ def rank_sum_p(a: np.ndarray, b: np.ndarray) -> float:
     """One-sided Mann–Whitney U test that ``a`` is larger than ``b`` (normal approximation with
     a tie correction; numpy only, so that the CLI never imports scipy for it)."""
     x = np.concatenate([a, b])
-    order = np.argsort(x, kind="mergesort")
-    ranks = np.empty(len(x))
-    sx = x[order]
-    i = 0
-    while i < len(sx):  # average ranks over ties
-        j = i
-        while j + 1 < len(sx) and sx[j + 1] == sx[i]:
-            j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2 + 1
-        i = j + 1
     n1, n2 = len(a), len(b)
-    u = ranks[:n1].sum() - n1 * (n1 + 1) / 2
+    u = ranks(x)[:n1].sum() - n1 * (n1 + 1) / 2
     _, counts = np.unique(x, return_counts=True)
     n = n1 + n2
     var = n1 * n2 / 12 * ((n + 1) - ((counts ** 3 - counts).sum()) / (n * (n - 1)))

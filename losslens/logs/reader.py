@@ -34,7 +34,14 @@ class Segment:
 
 @dataclass(frozen=True)
 class LogData:
-    """What ``read_log`` returns: the canonical frames and everything detected on the way."""
+    """What ``read_log`` returns: the canonical frames and everything detected on the way.
+
+    ``train`` / ``eval``: one row per record, columns ``step``, ``line`` (where the record was
+    read), ``time`` (when logged, if the log says), ``segment`` (restart segment) and one column
+    per metric under its canonical name (``loss``, ``lr``, ``grad_norm``…; ``names`` maps each back
+    to the log's own key). ``lines``: the accounting (parsed + skipped by reason + blank == total).
+    ``segments``: runs split where the step went backwards. ``notes``: what the reader noticed
+    (restarts, ranks, buffered stdout)."""
 
     source: str
     format: str

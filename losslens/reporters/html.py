@@ -153,7 +153,7 @@ def _axis(x0: float, x1: float) -> str:
 
 
 def _periodogram(log, finding) -> str:
-    from losslens.analyze import series_of
+    from losslens.analysis import series_of
     from losslens.detectors.periodicity import default_window, spectrum
     from losslens.detectors.stats import regular_grid
 
