@@ -48,7 +48,7 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
         return [lo]
     raw = (hi - lo) / max(1, n - 1)
     mag = 10 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    step = min((m * mag for m in (1, 2, 5, 10)), key=lambda c: abs(math.log(c / raw)))  # nearest
     first = math.ceil(lo / step - 1e-9) * step
     ticks = []
     v = first
@@ -63,11 +63,11 @@ def tick_label(v: float, ticks: list[float]) -> str:
     if len(ticks) < 2:
         return _fmt(v)
     step = abs(ticks[1] - ticks[0])
-    if step >= 1 and abs(v) < 1e6:
-        return f"{v:,.0f}".replace(",", "")
-    if 1e-4 <= step < 1:
-        return f"{v:.{max(0, -math.floor(math.log10(step) + 1e-9))}f}"
-    return f"{v:.3g}"
+    if not 1e-4 <= step or abs(v) >= 1e6:
+        return f"{v:.3g}"
+    # the fewest decimals that write every tick exactly (0.25 and 0.50, not 0.2 and 0.5)
+    decimals = next((d for d in range(7) if all(abs(round(t, d) - t) < step * 1e-6 for t in ticks)), 6)
+    return f"{v:.{decimals}f}"
 
 
 def robust_top(name: str, y: np.ndarray) -> tuple[float | None, int]:
