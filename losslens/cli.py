@@ -57,6 +57,17 @@ LogFormat = Enum("LogFormat", {n: n for n in FORMAT_NAMES}, type=str)  # type: i
 Strategy = Enum("Strategy", {n: n for n in STRATEGY_NAMES}, type=str)  # type: ignore[misc]
 DEFAULT_STRATEGY = Strategy("bucketed-shuffle")
 
+
+class Device(StrEnum):
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+class BsFrom(StrEnum):
+    bound = "bound"
+    max = "max"
+
 FormatOpt = Annotated[LogFormat | None, typer.Option(  # type: ignore[valid-type]
     "--format", "-f", help="Log format, or 'auto' to detect it from the content (see `losslens formats`).")]
 ConfigOpt = Annotated[str | None, typer.Option("--config", help="Settings file (TOML); default "
@@ -550,9 +561,9 @@ def replay(
     token_budget: Annotated[int, typer.Option("--token-budget")] = 49152,
     max_batch_size: Annotated[int, typer.Option("--max-batch-size")] = 64,
     max_seq_len: Annotated[int, typer.Option("--max-seq-len")] = 8192,
-    bs_from: Annotated[str, typer.Option("--bs-from", help="Batch size per bucket from budget // "
-                                         "exclusive bound ('bound', 49152//8193=5) or // (bound-1) "
-                                         "('max', 49152//8192=6).")] = "bound",
+    bs_from: Annotated[BsFrom, typer.Option("--bs-from", help="Batch size per bucket from budget // "
+                                            "exclusive bound ('bound', 49152//8193=5) or // (bound-1) "
+                                            "('max', 49152//8192=6).")] = BsFrom.bound,
     strategy: Annotated[Strategy, typer.Option("--strategy")] = DEFAULT_STRATEGY,  # type: ignore[valid-type]
     seed: Annotated[int, typer.Option("--seed")] = 0,
     epochs: Annotated[int, typer.Option("--epochs")] = 1,
@@ -568,7 +579,8 @@ def replay(
                                           "lengths.")] = False,
     optimize_bounds: Annotated[int | None, typer.Option(
         "--optimize-bounds", metavar="K", help="Find K bucket bounds maximising padding efficiency.")] = None,
-    device: Annotated[str, typer.Option("--device", help="auto|cpu|cuda")] = "auto",
+    device: Annotated[Device, typer.Option("--device", help="Where torch runs (auto: CUDA when "
+                                           "present).")] = Device.auto,
     out_file: Annotated[str | None, typer.Option("--out", help="Per-batch table (.parquet or .csv).")] = None,
     steps_out: Annotated[str | None, typer.Option("--steps-out", help="Per-optimizer-step table "
                                                   "(.parquet or .csv).")] = None,
@@ -584,8 +596,6 @@ def replay(
         strategy_name = strategy.value if isinstance(strategy, Enum) else str(strategy)
         if quiet and verbose:
             raise UsageError("--quiet and --verbose disagree: pass one")
-        if device not in ("auto", "cpu", "cuda") or bs_from not in ("bound", "max"):
-            raise UsageError("--device is auto, cpu or cuda; --bs-from is bound or max")
         try:
             edges = tuple(int(x) for x in bounds.split(","))
         except ValueError:
@@ -620,7 +630,7 @@ def replay(
             if "loss" not in data.train.columns:
                 raise UsageError("no loss metric in this log", source=log)
             steps, loss = data.train["step"].to_numpy(), data.train["loss"].cast(float).to_numpy()
-        plan = Plan(edges, token_budget, max_batch_size, max_seq_len, bs_from)
+        plan = Plan(edges, token_budget, max_batch_size, max_seq_len, str(bs_from))
         from rich.progress import Progress
 
         with Progress(console=err, transient=True, disable=json or quiet or not err.is_terminal) as bar:
@@ -632,7 +642,7 @@ def replay(
                 bar.update(phases[phase], completed=done)  # type: ignore[arg-type]
 
             report, eps = run_replay(lens, plan, strategy_name, seed, epochs, grad_accum, world_size,
-                                     device, compare, optimize_bounds, steps, loss, step_offset,
+                                     str(device), compare, optimize_bounds, steps, loss, step_offset,
                                      null_seeds, progress)
         if log is not None and "correlation" in report:
             from losslens.analysis import analyze as run_analysis

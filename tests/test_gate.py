@@ -94,7 +94,8 @@ def test_verbose_lists_what_the_walk_passed_over(bad_folder: Path) -> None:
 
 def test_empty_folder_and_unmatched_glob_are_exit_2(tmp_path: Path) -> None:
     proc = run("check", str(tmp_path))
-    assert proc.returncode == 2 and proc.stderr.strip() == f"losslens: error: no log files found in {tmp_path}"
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"losslens: error: no log files found in {tmp_path}"
     (tmp_path / "config.json").write_text("{}")
     proc = run("check", str(tmp_path))
     assert proc.stderr.strip() == (f"losslens: error: no log files found in {tmp_path} (1 file(s) passed "
@@ -137,7 +138,8 @@ def test_watch_fail_on_at_the_end_of_stdin() -> None:
 
 
 def test_watch_honours_the_config(tmp_path: Path) -> None:
-    (tmp_path / "losslens.toml").write_text('fail_on = "error"\n[watch]\nexit_on = "error"\ninterval_s = 0.05\n')
+    config = 'fail_on = "error"\n[watch]\nexit_on = "error"\ninterval_s = 0.05\n'
+    (tmp_path / "losslens.toml").write_text(config)
     proc = run("watch", NAN, "--json", cwd=tmp_path, timeout=60)  # a file: it would follow forever
     assert proc.returncode == 1
     events = [json.loads(x) for x in proc.stdout.splitlines()]
@@ -379,7 +381,8 @@ def test_html_for_several_logs_is_an_index_and_pages(tmp_path: Path) -> None:
     proc = run("analyze", SEED, NAN, "--html", str(page), "-q")
     assert proc.stderr == ""
     proc = run("analyze", SEED, NAN, "--html", str(page))
-    seed_page, nan_page = tmp_path / "report-seed004_dflash_log.html", tmp_path / "report-nanogpt_nan_log.html"
+    seed_page = tmp_path / "report-seed004_dflash_log.html"
+    nan_page = tmp_path / "report-nanogpt_nan_log.html"
     assert proc.stderr.strip().splitlines()[-1] == (f"losslens: wrote {page} (an index of 2 pages: "
                                                     f"{seed_page}, {nan_page})")
     index = page.read_text()
