@@ -27,7 +27,15 @@ from losslens.logs.base import (
     RegexLineParser,
     leading_time,
 )
-from losslens.logs.names import ALIASES, NUMBER, canonical, is_eval, is_training_metric, parse_number
+from losslens.logs.names import (
+    ALIASES,
+    NONFINITE,
+    NUMBER,
+    canonical,
+    is_eval,
+    is_training_metric,
+    parse_number,
+)
 from losslens.logs.records import Sink, Value
 
 # 'loss: 0.2345', 'val loss: 2.4', 'lr: 1.0e-04', 'time: 0.35s', 'Epoch: 3/10'; the key is one
@@ -35,7 +43,7 @@ from losslens.logs.records import Sink, Value
 # letter, digit or ':digit' (a clock '0:05:12'); torchtune's 'Loss: 1.55:' ends in a colon
 PAIR = re.compile(
     rf"(?<![\w/.\-@'\"])([A-Za-z_][\w/.\-@]*(?: [A-Za-z_][\w/.\-@]*)?)\s*:\s*"
-    rf"(nan|[-+]?inf|\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|{NUMBER})(?:\s*/\s*\d+)?([A-Za-z%]+(?:/[A-Za-z]+)?)?"
+    rf"({NONFINITE}(?![A-Za-z])|\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|{NUMBER})(?:\s*/\s*\d+)?([A-Za-z%]+(?:/[A-Za-z]+)?)?"
     rf"(?![\w.]|:\d)", re.IGNORECASE)
 STEP_WORD = re.compile(r"\b(?:global step|step|iteration|iter|update|batch)\s*[#=]?\s*(\d+)(?:\s*/\s*\d+)?\b",
                        re.IGNORECASE)
@@ -51,7 +59,7 @@ MM_HEAD = re.compile(r"\b(?:Epoch\((train|val|test)\)\s*\[(\d+)\]\[\s*(\d+)/(\d+
                      r"|Iter\((train|val|test)\)\s*\[\s*(\d+)/(\d+)\])")
 TEST_HEAD = re.compile(r"(?:^|[\s\]])(?:Test:|Eval: data epoch: \[\d+\])\s+\[\s*\d+/\d+\]")
 # ProgressMeter's tab-separated 'Loss 6.9077e+00 (6.9077e+00)' fields (no colon)
-SPACED = re.compile(rf"^\s*([A-Za-z][\w@/.\-]*)\s+(nan|[-+]?inf|{NUMBER})\b")
+SPACED = re.compile(rf"^\s*([A-Za-z][\w@/.\-]*)\s+({NONFINITE}(?![A-Za-z])|{NUMBER})\b")
 EVAL_HEAD = re.compile(r"\[Eval batch=\d+/\d+\]")
 TORCHTUNE = re.compile(r"^\s*(\d+)\|(\d+)\|Loss: ")
 WORD = re.compile(r"[A-Za-z]{2,}")

@@ -13,11 +13,11 @@ from losslens.logs.base import (
     RegexLineParser,
     leading_time,
 )
-from losslens.logs.names import NUMBER, is_eval, parse_number
+from losslens.logs.names import NONFINITE, NUMBER, is_eval, parse_number
 from losslens.logs.records import Sink, Value
 
 N = NUMBER
-NUMERIC = rf"(?:{N}|nan|-?inf)"
+NUMERIC = rf"(?:{N}|{NONFINITE})"
 
 
 def _sniff(patterns: tuple[re.Pattern[str], ...], lines: list[str]) -> int:
@@ -236,7 +236,8 @@ class Fairseq(Format):
 
 # --- torchtitan ------------------------------------------------------------------------------
 TITAN = re.compile(r"step:\s*(\d+)\s+(loss:\s*\S+.*)$")
-TITAN_PAIR = re.compile(r"([a-z_ ()]+?):\s*([-+\d.,eE]+(?:nan|inf)?)([A-Za-z%]*)(?:\([^)]*\))?")
+TITAN_PAIR = re.compile(rf"([a-z_ ()]+?):\s*({NONFINITE}(?![A-Za-z])|[-+\d.,eE]+)([A-Za-z%]*)"
+                        r"(?:\([^)]*\))?")
 
 
 class _TitanParser(RegexLineParser):

@@ -81,6 +81,8 @@ def is_training_metric(name: str) -> bool:
 
 
 NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+# how programs print a non-finite float: nan, -nan (C's printf), NaN, inf, -inf, Infinity
+NONFINITE = r"[-+]?(?i:nan|inf(?:inity)?)"
 _WITH_UNIT = re.compile(rf"^({NUMBER})\s*([A-Za-z%/()]+)$")
 _NONFINITE = {"nan": math.nan, "+nan": math.nan, "-nan": math.nan, "inf": math.inf,
               "+inf": math.inf, "-inf": -math.inf, "infinity": math.inf, "-infinity": -math.inf,
@@ -121,8 +123,8 @@ def parse_number(text: str) -> float | None:
     except ValueError:
         pass
     low = t.lower()
-    if low in _NONFINITE:
-        return _NONFINITE[low]
+    if low.rstrip("%") in _NONFINITE:  # 'nan', '-nan', 'Infinity', and 'nan%' for a percentage
+        return _NONFINITE[low.rstrip("%")]
     if "," in t:
         try:
             return float(t.replace(",", ""))

@@ -223,6 +223,20 @@ class Csv(Format):
 
 # --- Hugging Face Trainer stdout -------------------------------------------------------------
 PYDICT = re.compile(r"\{'[^{}]*\}")
+# Python prints a non-finite float bare ('grad_norm': nan, 'loss': inf): not a literal, so such a
+# dict is read again with those values quoted (the sink reads 'nan' as NaN)
+BARE_NONFINITE = re.compile(r"(?<=[:,\[])(\s*)([-+]?(?:nan|inf(?:inity)?))(?=\s*[,}\]])", re.IGNORECASE)
+
+
+def python_dict(text: str) -> object:
+    """``ast.literal_eval`` of a printed dict, with bare nan/inf values read as strings."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        quoted = BARE_NONFINITE.sub(r"\1'\2'", text)
+        if quoted == text:
+            raise
+        return ast.literal_eval(quoted)
 TQDM = re.compile(r"(\d+)/(\d+) \[[^\]]*?(?:it/s|s/it)\]")
 
 
@@ -264,7 +278,7 @@ class _HFParser(RegexLineParser):
             self._track_bar(line[pos:m.start()])
             pos = m.end()
             try:
-                obj = ast.literal_eval(m.group(0))
+                obj = python_dict(m.group(0))
             except (ValueError, SyntaxError, MemoryError, RecursionError):
                 continue
             if isinstance(obj, dict):

@@ -1,0 +1,63 @@
+"""A line that holds a non-finite loss is a parsed record in every reader, however the program
+spelled it: Python's bare `nan`/`inf` inside a printed dict (HF Trainer, TRL, ms-swift), C's
+`-nan`, `NaN`, `Infinity`, and `nan%` where a percentage is printed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from losslens import analyze, read_log
+
+SPELLINGS = ["nan", "NaN", "-nan", "inf", "-inf", "Infinity"]
+LINES = {
+    "kv": lambda s, v: f"step={s} loss={v} lr=1e-4",
+    "colon": lambda s, v: f"Step {s} | loss: {v} | lr: 0.0001",
+    "nanogpt": lambda s, v: f"iter {s}: loss {v}, time 100.00ms, mfu 1.00%",
+    "hf": lambda s, v: f"{{'loss': {v}, 'grad_norm': {v}, 'learning_rate': 5e-05, 'epoch': {s / 40:.2f}}}",
+    "csv": lambda s, v: f"{s},{v}",
+    "jsonl": lambda s, v: json.dumps({"step": s, "loss": v}) if not v[-1].isdigit() else
+    f'{{"step": {s}, "loss": {v}}}',
+}
+
+
+@pytest.mark.parametrize("spelling", SPELLINGS)
+@pytest.mark.parametrize("fmt", list(LINES))
+def test_nonfinite_loss_is_a_record_and_an_error(tmp_path: Path, fmt: str, spelling: str) -> None:
+    make = LINES[fmt]
+    lines = [make(s, f"{2 - s / 100:.3f}") for s in range(1, 31)] + [make(s, spelling) for s in range(31, 36)]
+    if fmt == "csv":
+        lines.insert(0, "step,loss")
+    path = tmp_path / "run.log"
+    path.write_text("\n".join(lines) + "\n")
+    log = read_log(path)
+    assert log.format == fmt and log.train.height == 35  # the five non-finite records are parsed
+    found = [f for f in analyze(log).findings if f.kind == "nonfinite" and f.metric == "loss"]
+    assert len(found) == 1 and found[0].start_step == 31 and str(found[0].severity) == "error"
+
+
+def test_hf_dict_with_bare_nan_was_read_as_healthy(tmp_path: Path) -> None:
+    """The shape HF's Trainer prints once the loss goes NaN; before, these lines were skipped as
+    'no training metric' and `check` said ok."""
+    lines = [f"{{'loss': {2 - s / 100:.4f}, 'grad_norm': 1.2, 'learning_rate': 5e-05, 'epoch': {s / 40:.3f}}}"
+             for s in range(1, 30)]
+    lines += [f"{{'loss': nan, 'grad_norm': nan, 'learning_rate': 5e-05, 'epoch': {s / 40:.3f}}}"
+              for s in range(30, 41)]
+    lines.append("{'train_runtime': 100.0, 'train_samples_per_second': 3.2, 'train_loss': nan, 'epoch': 1.0}")
+    path = tmp_path / "stdout.log"
+    path.write_text("\n".join(lines) + "\n")
+    log = read_log(path)
+    assert dict(log.lines.skipped) == {"run summary": 1} and log.train.height == 40
+    kinds = {(f.kind, f.metric, f.start_step) for f in analyze(log).findings}
+    assert ("nonfinite", "loss", 30) in kinds and ("nonfinite", "grad_norm", 30) in kinds
+
+
+def test_percent_spelling_and_strings_stay_strings() -> None:
+    from losslens.logs.names import parse_number
+    from losslens.logs.structured import python_dict
+
+    assert str(parse_number("nan%")) == "nan" and parse_number("-Infinity") == float("-inf")
+    assert python_dict("{'loss': nan, 'note': 'nan: not a number', 'x': [1, inf]}") == \
+        {"loss": "nan", "note": "nan: not a number", "x": [1, "inf"]}
