@@ -27,7 +27,7 @@ from losslens.errors import LossLensError
 from losslens.findings import Finding, Report, Severity
 from losslens.logs import BY_NAME, sniff
 from losslens.logs.base import Format, LineParser
-from losslens.logs.reader import _assemble, feed_ranked
+from losslens.logs.reader import _assemble, feed_ranked, strips
 from losslens.logs.records import Accounting, Sink
 
 SNIFF_AFTER = 20  # non-blank lines before the format is guessed
@@ -170,6 +170,7 @@ class Watcher:
         self.evals: deque[dict] = deque(maxlen=max(100, window // 10))
         self.acc = Accounting()
         self.parser: LineParser | None = None
+        self.strip = False  # feed lines without a capture's prefixes (decided with the format)
         self.pending: list[tuple[int, str]] = []
         self.active: dict[tuple, Active] = {}
         self.report: Report | None = None
@@ -199,6 +200,7 @@ class Watcher:
                 fmt = BY_NAME["kv"]
             self.format = fmt
         self.parser = self.format.parser(self.sink)
+        self.strip = strips(self.format, [x for _, x in self.pending])
         pending, self.pending = self.pending, []
         for lineno, line in pending:
             self._parse(lineno, line)
@@ -206,7 +208,7 @@ class Watcher:
     def _parse(self, lineno: int, line: str) -> None:
         assert self.parser is not None
         n_train, n_eval = len(self.sink.train), len(self.sink.eval)
-        reason = feed_ranked(self.parser, self.sink, lineno, line)
+        reason = feed_ranked(self.parser, self.sink, lineno, line, self.strip)
         if reason is None:
             self.acc.parsed += 1
         else:

@@ -15,6 +15,49 @@ TIMESTAMP = re.compile(
     r"^\[?(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,6})?)(?:Z|[+-]\d\d:?\d\d)?\]?")
 
 
+# prefixes that whatever captured the log put before the trainer's own text, stripped in sniffing,
+# every per-line reader and watch (one at a time, up to four deep):
+PREFIXES = (
+    re.compile(r"^>+ ?"),  # a log pasted into an issue or a mail as a quote
+    # ISO 8601 / RFC 3339 time ('kubectl logs --timestamps', 'docker logs -t', 'ts -s %FT%T',
+    # Python logging's asctime, '[2024-05-01 10:00:00]'), then a space, ' - ' or ' | '
+    re.compile(r"^\[?(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)(?:Z|[+-]\d\d:?\d\d)?\]?"
+               r"(?:\s+-\s+|\s*\|\s*|\s+)"),
+    # syslog / journald / `ts`: 'Dec  1 10:00:00 ' (then 'host unit[pid]: ' for journald)
+    re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?\s+(?:[\w.-]+ [\w.@-]+\[\d+\]: )?"),
+    # Python logging's level (and logger name): 'INFO:root:', 'INFO - ', '[INFO] ', '__main__ - INFO - '
+    re.compile(r"^(?:[\w.]+\s+-\s+)?\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]?"
+               r"(?::[\w.<>]*:|\s+-\s+|\s*\|\s*|\s+)"),
+)
+
+
+def strip_prefixes(line: str) -> tuple[str, datetime | None]:
+    """``line`` without the prefixes a capture put before it, and the time one of them held."""
+    when = None
+    for _ in range(4):
+        for pattern in PREFIXES:
+            m = pattern.match(line)
+            if m and m.end() < len(line):
+                if when is None and m.groups() and m.group(1):
+                    when = _iso(m.group(1))
+                line = line[m.end():]
+                break
+        else:
+            break
+    return line, when
+
+
+def _iso(text: str) -> datetime | None:
+    text = text.replace(",", ".")
+    if "." in text:  # nanoseconds (kubectl) are more than datetime holds
+        head, frac = text.split(".", 1)
+        text = f"{head}.{frac[:6]}"
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
 def leading_time(line: str) -> datetime | None:
     m = TIMESTAMP.match(line)
     if not m:

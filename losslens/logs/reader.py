@@ -11,7 +11,7 @@ import polars as pl
 
 from losslens.errors import FormatError, InputError
 from losslens.logs import kv_fast
-from losslens.logs.base import RANK_PREFIX, Format, LineParser
+from losslens.logs.base import RANK_PREFIX, Format, LineParser, strip_prefixes
 from losslens.logs.records import Accounting, Sink
 from losslens.logs.registry import BY_NAME, FORMATS, check_format
 from losslens.logs.source import Source, decode_lines, open_source
@@ -66,14 +66,30 @@ class LogData:
 
 def sniff(lines: list[str], limit: int = SNIFF_LINES) -> tuple[Format | None, dict[str, int]]:
     """The format that reads most of the first ``limit`` non-blank lines, and every score."""
-    sample = [RANK_PREFIX.sub("", x, count=1) for x in lines if x.strip()][:limit]
-    scores = {f.name: f.sniff(sample) for f in FORMATS}
+    raw, stripped = _samples(lines, limit)
+    # a format may know the prefixes itself (fairseq's 'time | INFO | fairseq.trainer |'): the
+    # better of its score on the lines as they are and without the capture's prefixes
+    scores = {f.name: max(f.sniff(raw), f.sniff(stripped) if stripped != raw else 0) for f in FORMATS}
     best = max(FORMATS, key=lambda f: scores[f.name])  # max keeps the first on ties
     if best.generic:
         specific = max((f for f in FORMATS if not f.generic), key=lambda f: scores[f.name])
         if scores[specific.name] > 0 and 4 * scores[specific.name] >= scores[best.name]:
             best = specific
     return (best if scores[best.name] > 0 else None), scores
+
+
+def _samples(lines: list[str], limit: int = SNIFF_LINES) -> tuple[list[str], list[str]]:
+    """The first ``limit`` non-blank lines without rank prefixes: as they are, and also without
+    the prefixes a capture put before them (see ``strip_prefixes``)."""
+    raw = [RANK_PREFIX.sub("", x, count=1) for x in lines if x.strip()][:limit]
+    return raw, [RANK_PREFIX.sub("", strip_prefixes(x)[0], count=1) for x in raw]
+
+
+def strips(fmt: Format, lines: list[str]) -> bool:
+    """Whether ``fmt`` reads ``lines`` better without the capture's prefixes (then every line is
+    fed to it without them)."""
+    raw, stripped = _samples(lines)
+    return stripped != raw and fmt.sniff(stripped) > fmt.sniff(raw)
 
 
 def read_log(path: str | os.PathLike[str], format: str | None = None) -> LogData:
@@ -145,16 +161,17 @@ def _read(src: Source, format: str | None) -> LogData:
     else:
         fmt = BY_NAME[format]
     sink, acc = Sink(source_name=os.path.basename(src.name)), Accounting()
+    strip = not fmt.whole_file and strips(fmt, head_lines)
     if fmt.whole_file:
         data = src.read_all()
         text = data.decode("utf-8", errors="replace")
         lines = decode_lines(data)
         acc.total = len(lines)
         fmt.parse_text(text, lines, sink, acc, src.name)
-    elif fmt.name == "kv" and not any(RANK_PREFIX.match(x) for x in head_lines[:SNIFF_LINES]):
+    elif fmt.name == "kv" and not strip and not any(RANK_PREFIX.match(x) for x in head_lines[:SNIFF_LINES]):
         _parse_kv_fast(src, fmt, sink, acc)  # (per-rank lines go per line: their rank is kept)
     else:
-        _parse_lines(src, fmt, sink, acc)
+        _parse_lines(src, fmt, sink, acc, strip)
     return _assemble(src.name, fmt.name, sink, acc)
 
 
@@ -170,7 +187,7 @@ def _parse_kv_fast(src: Source, fmt: Format, sink: Sink, acc: Accounting) -> Non
     parser.finish()
 
 
-def _parse_lines(src: Source, fmt: Format, sink: Sink, acc: Accounting) -> None:
+def _parse_lines(src: Source, fmt: Format, sink: Sink, acc: Accounting, strip: bool = False) -> None:
     parser = None
     lineno = 0
     for chunk in src.chunks():
@@ -189,7 +206,7 @@ def _parse_lines(src: Source, fmt: Format, sink: Sink, acc: Accounting) -> None:
             if parser is None:
                 maker = getattr(fmt, "parser_for", None)
                 parser = maker(sink, line) if maker else fmt.parser(sink)
-            reason = feed_ranked(parser, sink, lineno, line)
+            reason = feed_ranked(parser, sink, lineno, line, strip)
             if reason is None:
                 acc.parsed += 1
             else:
@@ -199,17 +216,24 @@ def _parse_lines(src: Source, fmt: Format, sink: Sink, acc: Accounting) -> None:
     acc.total = lineno
 
 
-def feed_ranked(parser: LineParser, sink: Sink, lineno: int, line: str) -> str | None:
-    """Feed one line to ``parser``; a torchrun rank prefix ('[rank3]: ') is cut off first and
-    the records the line completes are tagged with that rank (see ``_one_rank``)."""
-    m = RANK_PREFIX.match(line) if "]:" in line[:32] else None
-    if m is None:
+def feed_ranked(parser: LineParser, sink: Sink, lineno: int, line: str, strip: bool = False) -> str | None:
+    """Feed one line to ``parser``. With ``strip`` (see ``strips``), the prefixes a capture put
+    before it (a timestamp, a logging level, a '> ' quote: see ``strip_prefixes``) are cut off,
+    their time kept on the records the line completes; a torchrun rank prefix ('[rank3]: ') is
+    cut off too and those records are tagged with that rank (see ``_one_rank``)."""
+    rest, when = strip_prefixes(line) if strip else (line, None)
+    m = RANK_PREFIX.match(rest) if "]:" in rest[:32] else None
+    if m is None and rest is line:
         return parser.feed(lineno, line)
     n_train, n_eval = len(sink.train), len(sink.eval)
-    reason = parser.feed(lineno, line[m.end():])
+    reason = parser.feed(lineno, rest[m.end():] if m else rest)
     for rec in sink.train[n_train:] + sink.eval[n_eval:]:
-        rec["rank"] = int(m.group(1))
+        if m:
+            rec["rank"] = int(m.group(1))
+        if when is not None and rec.get("time") is None:
+            rec["time"] = when
     return reason
+
 
 
 def _one_rank(train: list[pl.DataFrame], evals: list[pl.DataFrame], acc: Accounting,

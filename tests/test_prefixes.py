@@ -1,0 +1,74 @@
+"""Real logs arrive behind prefixes the trainer did not write: a capture's timestamp (kubectl,
+docker, `ts`, journald), Python logging's asctime and level, a '> ' quote. They are stripped in
+sniffing, every per-line reader and watch, and their time is kept on the records."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from losslens import analyze, read_log
+from losslens.logs.base import strip_prefixes
+
+NANOGPT = [f"iter {s}: loss {2.5 - s / 1000:.4f}, time 100.00ms, mfu 1.00%" for s in range(0, 200, 5)]
+NANOGPT[30] = "iter 150: loss nan, time 100.00ms, mfu 1.00%"
+KV = [f"step={s} loss={2 - s / 100:.3f} lr=1e-4" for s in range(40)]
+KV[35] = "step=35 loss=nan lr=1e-4"
+
+PREFIXES = {
+    "kubectl --timestamps": lambda i: f"2024-05-01T10:00:{i % 60:02d}.123456789Z ",
+    "docker logs -t": lambda i: f"2024-05-01T10:00:{i % 60:02d}.123456789+00:00 ",
+    "ts": lambda i: f"Dec  1 10:00:{i % 60:02d} ",
+    "journald": lambda i: f"Dec 01 10:00:{i % 60:02d} gpu-node-3 python3[4242]: ",
+    "python logging": lambda i: f"2024-05-01 10:00:{i % 60:02d},123 - INFO - ",
+    "python logging with name": lambda i: f"2024-05-01 10:00:{i % 60:02d},123 - __main__ - INFO - ",
+    "basicConfig": lambda i: "INFO:root:",
+    "bracketed time": lambda i: f"[2024-05-01 10:00:{i % 60:02d}] ",
+    "pasted quote": lambda i: "> ",
+}
+
+
+@pytest.mark.parametrize("body", ["nanogpt", "kv"])
+@pytest.mark.parametrize("capture", list(PREFIXES))
+def test_prefixed_logs_read_as_the_plain_log(tmp_path: Path, capture: str, body: str) -> None:
+    lines = NANOGPT if body == "nanogpt" else KV
+    path = tmp_path / "run.log"
+    path.write_text("\n".join(PREFIXES[capture](i) + x for i, x in enumerate(lines)) + "\n")
+    log = read_log(path)
+    assert log.format == body
+    assert log.lines.as_dict() == {"total": 40, "parsed": 40, "skipped": 0, "blank": 0}
+    nan = [f for f in analyze(log).findings if f.kind == "nonfinite"]
+    assert [f.start_step for f in nan] == [150 if body == "nanogpt" else 35]
+    micro = {"kubectl --timestamps": 123456, "docker logs -t": 123456, "python logging": 123000,
+             "python logging with name": 123000, "bracketed time": 0}
+    if capture in micro:  # the others hold no date: no time
+        assert log.train["time"][1] == datetime(2024, 5, 1, 10, 0, 1, micro[capture])
+
+
+def test_watch_strips_them_too() -> None:
+    lines = "\n".join(PREFIXES["kubectl --timestamps"](i) + x for i, x in enumerate(NANOGPT)) + "\n"
+    proc = subprocess.run([sys.executable, "-m", "losslens", "watch", "-", "-q"], input=lines.encode(),
+                          capture_output=True, check=False)
+    assert proc.returncode == 1
+    assert proc.stdout.decode().startswith("APPEARED <stdin>:31: step 150: error nonfinite [loss]")
+
+
+def test_what_is_stripped_and_what_is_not() -> None:
+    assert strip_prefixes("2024-05-01 10:00:00,123 - __main__ - INFO - step=1 loss=2") == \
+        ("step=1 loss=2", datetime(2024, 5, 1, 10, 0, 0, 123000))
+    assert strip_prefixes("> > iter 5: loss 2.0") == ("iter 5: loss 2.0", None)
+    assert strip_prefixes("iter 5: loss 2.0")[0] == "iter 5: loss 2.0"
+    assert strip_prefixes("step=1 loss=2")[0] == "step=1 loss=2"
+    assert strip_prefixes("2024-05-01 10:00:00,0.5,1.2")[0] == "2024-05-01 10:00:00,0.5,1.2"  # a CSV row
+    assert strip_prefixes("INFO")[0] == "INFO"  # never the whole line
+
+
+def test_formats_that_know_their_prefix_keep_it() -> None:
+    """fairseq writes 'time | INFO | fairseq.trainer | ...' itself: read as fairseq, not stripped."""
+    from tests.conftest import FIXTURES
+
+    assert read_log(FIXTURES / "fairseq.log").format == "fairseq"
