@@ -72,3 +72,16 @@ def test_formats_that_know_their_prefix_keep_it() -> None:
     from tests.conftest import FIXTURES
 
     assert read_log(FIXTURES / "fairseq.log").format == "fairseq"
+
+
+@pytest.mark.parametrize(("line", "fmt", "metrics"), [
+    ("step = {s}, loss = {v}, lr = 1e-4", "kv", ["loss", "lr"]),
+    ("Epoch 1 Step {s}: loss = {v}", "colon", ["loss", "epoch"]),
+])
+def test_spaced_equals_reads(tmp_path: Path, line: str, fmt: str, metrics: list[str]) -> None:
+    """print(f"loss = {loss}") loggers: 'key = value' reads as 'key=value' does."""
+    path = tmp_path / "run.log"
+    path.write_text("\n".join(line.format(s=s, v=f"{67.7 - s / 10:.2f}") for s in range(40)) + "\n")
+    log = read_log(path)
+    assert log.format == fmt and log.metrics == metrics and log.lines.parsed == 40
+    assert log.train["loss"][3] == pytest.approx(67.4)

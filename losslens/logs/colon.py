@@ -38,11 +38,11 @@ from losslens.logs.names import (
 )
 from losslens.logs.records import Sink, Value
 
-# 'loss: 0.2345', 'val loss: 2.4', 'lr: 1.0e-04', 'time: 0.35s', 'Epoch: 3/10'; the key is one
+# 'loss: 0.2345', 'loss = 67.7' (spaced '=' only: 'k=v' is the kv reader's), 'val loss: 2.4', 'lr: 1.0e-04', 'time: 0.35s', 'Epoch: 3/10'; the key is one
 # or two words (not quoted: JSON and Python dicts have their own readers); after the number no
 # letter, digit or ':digit' (a clock '0:05:12'); torchtune's 'Loss: 1.55:' ends in a colon
 PAIR = re.compile(
-    rf"(?<![\w/.\-@'\"])([A-Za-z_][\w/.\-@]*(?: [A-Za-z_][\w/.\-@]*)?)\s*:\s*"
+    rf"(?<![\w/.\-@'\"])([A-Za-z_][\w/.\-@]*(?: [A-Za-z_][\w/.\-@]*)?)(?:\s*:\s*| = )"
     rf"({NONFINITE}(?![A-Za-z])|\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|{NUMBER})(?:\s*/\s*\d+)?([A-Za-z%]+(?:/[A-Za-z]+)?)?"
     rf"(?![\w.]|:\d)", re.IGNORECASE)
 STEP_WORD = re.compile(r"\b(?:global step|step|iteration|iter|update|batch)\s*[#=]?\s*(\d+)(?:\s*/\s*\d+)?\b",

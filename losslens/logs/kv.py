@@ -8,7 +8,8 @@ from losslens.logs.base import ANSI, COMMON_NOISE, Format, LineParser, RegexLine
 from losslens.logs.names import NUMBER, STEP_KEYS, parse_number
 from losslens.logs.records import Sink
 
-KV = re.compile(r"(?<![\w/.\-])([A-Za-z_][\w/.\-]*)([=~])(\[[^\]]*\]|[^\s|,;\[\]()]+)")
+# 'key=value', and 'key = value' with one space on each side (Python's print(f"{k} = {v}"))
+KV = re.compile(r"(?<![\w/.\-])([A-Za-z_][\w/.\-]*)(?: ?([=~]) ?)(\[[^\]]*\]|[^\s|,;\[\]()=]+)")
 TOKRATE = re.compile(rf"\(\s*({NUMBER})\s*([KMG]?)tok/s\s*\)")
 TOKRATE_SCALE = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9}
 
