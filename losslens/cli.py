@@ -340,6 +340,8 @@ def analyze(
         fmt, threshold = _output(output_format, json), _severity(fail_on)
         _writable(html_out, plot)
         if plot:
+            if not plot.lower().endswith(PLOT_SUFFIXES):
+                raise UsageError(f"--plot {plot}: name a .png, .svg or .pdf file")
             _needs("matplotlib", "--plot draws with matplotlib", "plot")
         results = list(_results(logs, run))
         if pick:
@@ -457,6 +459,7 @@ def watch(
         fail_at = _severity(fail_on) or Severity.parse(run.settings.fail_on)
         if log != "-" and os.path.isdir(log):
             log = _folder_log(log, run)
+        _followable(log, run.fmt)
         watcher = Watcher("<stdin>" if log == "-" else log, None if run.fmt == "auto" else run.fmt,
                           run.settings.registry(), run.ignore, window=w["window"],
                           confirm=w["confirm"], cooldown_s=w["cooldown_s"], metrics=run.metrics)
@@ -524,6 +527,32 @@ def _follow(log: str, watcher, view, exit_at: Severity | None, interval: float, 
     return code
 
 
+def _followable(log: str, fmt: str) -> None:
+    """What watch cannot follow is one line and exit 2, before it starts: a whole-document format
+    on stdin (it is re-read whole when it changes), a FIFO or a device, an unreadable file. A
+    missing file is fine: watch waits for it, as tail -F does."""
+    import stat
+
+    from losslens.logs.registry import BY_NAME
+
+    if log == "-":
+        if fmt != "auto" and BY_NAME[fmt].whole_file:
+            raise UsageError(f"watch reads --format {fmt} from a file, which it re-reads whole when it "
+                             "changes; it cannot follow it on standard input")
+        return
+    try:
+        mode = os.stat(log).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise UsageError(f"cannot follow: {exc.strerror}", source=log) from None
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        raise UsageError("cannot follow: not a regular file (a FIFO or a device); pipe it into "
+                         "`losslens watch -` instead", source=log)
+    if not os.access(log, os.R_OK):
+        raise UsageError("cannot follow: permission denied", source=log)
+
+
 def _folder_log(folder: str, run: Run) -> str:
     """watch DIR: the log the folder walk would pick (the one with the most records), said on
     stderr; a folder with none is a UsageError."""
@@ -536,9 +565,11 @@ def _folder_log(folder: str, run: Run) -> str:
     return path
 
 
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 SEED_BOUNDS = "0,770,1216,1728,2432,3296,8193"
 
 
+MAX_REPLAYED = 200_000_000  # samples × epochs
 MAX_OPTIMIZED_BUCKETS = 64  # the bound search is O(K · distinct lengths²)
 
 
@@ -605,7 +636,10 @@ def replay(
         if edges[-1] <= max_seq_len:
             raise UsageError(f"the last bound ({edges[-1]}) must exceed --max-seq-len ({max_seq_len}): "
                              "bounds are exclusive")
-        counts = {"--token-budget": token_budget, "--max-batch-size": max_batch_size, "--epochs": epochs,
+        if not 0 <= seed < 1 << 63:
+            raise UsageError(f"--seed takes 0 to 2**63-1, got {seed}")
+        counts = {"--max-seq-len": max_seq_len, "--token-budget": token_budget,
+                  "--max-batch-size": max_batch_size, "--epochs": epochs,
                   "--grad-accum": grad_accum, "--world-size": world_size, "--null-seeds": null_seeds}
         for option, value in counts.items():
             if value < 1:
@@ -622,6 +656,10 @@ def replay(
         from losslens.reporters import replay_view
 
         lens = load_lengths(lengths, column)
+        if len(lens) * epochs > MAX_REPLAYED:  # each replayed sample costs ~40 bytes per epoch
+            raise UsageError(f"--epochs {epochs} × {len(lens):,} samples = {len(lens) * epochs:,} replayed "
+                             f"samples, over the {MAX_REPLAYED:,} that fit in memory (~8 GB): replay fewer "
+                             "epochs (the statistics settle within a few)")
         steps = loss = None
         if log is not None:
             from losslens.logs import read_log

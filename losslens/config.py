@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,11 @@ WATCH: dict[str, tuple[Any, type, str]] = {
     "exit_on": ("", str, "exit 1 at the first announced finding at or above this severity (empty: "
                 "follow until stopped)"),
 }
+
+
+# the least value of a numeric setting (default: 1 for counts, 0 for the rest); counts of 0
+# would make a detector or the watcher meaningless (window = 0 never alerts)
+LOWEST: dict[str, int | float] = {"seed": 0, "cooldown_s": 0, "interval_s": 0.01, "window": 10}
 
 
 @dataclass
@@ -72,8 +78,14 @@ def _check(key: str, value: Any, default: Any, where: str) -> Any:
     if not ok:
         raise UsageError(f"bad value for {key!r}: {value!r} (expected {type(default).__name__})",
                          source=where)
-    if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
-        raise UsageError(f"bad value for {key!r}: {value!r} (must be >= 0)", source=where)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise UsageError(f"bad value for {key!r}: {value!r} (must be a finite number)", source=where)
+        low = LOWEST.get(key.rsplit(".", 1)[-1], 1 if isinstance(default, int) else 0)
+        if value < low:
+            raise UsageError(f"bad value for {key!r}: {value!r} (must be >= {low})", source=where)
+        if key == "watch.interval_s" and not 0.01 <= value <= 3600:
+            raise UsageError(f"bad value for {key!r}: {value!r} (0.01 to 3600 seconds)", source=where)
     return value
 
 

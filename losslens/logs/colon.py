@@ -38,7 +38,8 @@ from losslens.logs.names import (
 )
 from losslens.logs.records import Sink, Value
 
-# 'loss: 0.2345', 'loss = 67.7' (spaced '=' only: 'k=v' is the kv reader's), 'val loss: 2.4', 'lr: 1.0e-04', 'time: 0.35s', 'Epoch: 3/10'; the key is one
+# 'loss: 0.2345', 'loss = 67.7' (a spaced '=' only: 'k=v' is the kv reader's), 'val loss: 2.4',
+# 'lr: 1.0e-04', 'time: 0.35s', 'Epoch: 3/10'; the key is one
 # or two words (not quoted: JSON and Python dicts have their own readers); after the number no
 # letter, digit or ':digit' (a clock '0:05:12'); torchtune's 'Loss: 1.55:' ends in a colon
 PAIR = re.compile(

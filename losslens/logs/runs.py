@@ -6,7 +6,6 @@ scalar), or skipped with a reason (file version, graphs, histograms, images, tex
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -134,10 +133,9 @@ def wandb_offline(path: Path) -> str | None:
 
 def read_json_records(text: str, lines: list[str], sink: Sink, acc: Accounting, source: str) -> None:
     """A JSON array of records (pandas/W&B `run.history()` dumps: `_step`, `train/loss`, …)."""
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise FormatError(f"invalid JSON: {exc.msg}", source=source, line=exc.lineno) from None
+    from losslens.logs.structured import load_json
+
+    doc = load_json(text, source)
     if isinstance(doc, dict) and isinstance(doc.get("data"), list) and isinstance(doc.get("columns"), list):
         doc = [dict(zip(doc["columns"], row, strict=False)) for row in doc["data"]]  # orient="split"
     if not isinstance(doc, list):

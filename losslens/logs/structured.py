@@ -52,6 +52,19 @@ def emit_mapping(sink: Sink, lineno: int, obj: dict[str, Any], step: int | None 
 
 
 # --- JSON Lines ------------------------------------------------------------------------------
+def load_json(text: str, source: str) -> Any:
+    """A whole JSON document, or a FormatError naming the file (and line) — also for a document
+    nested too deeply to decode or a number too long for Python's int."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FormatError(f"invalid JSON: {exc.msg}", source=source, line=exc.lineno) from None
+    except RecursionError:
+        raise FormatError("invalid JSON: nested too deeply to read", source=source) from None
+    except ValueError as exc:  # 'Exceeds the limit (4300 digits) for integer string conversion'
+        raise FormatError(f"invalid JSON: {str(exc).split(';')[0]}", source=source) from None
+
+
 class _JsonlParser(RegexLineParser):
     noise = COMMON_NOISE
 
@@ -61,11 +74,14 @@ class _JsonlParser(RegexLineParser):
             return self.classify_noise(text)
         try:
             obj = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # also nested too deeply, or a 5,000-digit number
             return "invalid JSON"
         if not isinstance(obj, dict):
             return "invalid JSON"
-        return emit_mapping(self.sink, lineno, obj)
+        try:
+            return emit_mapping(self.sink, lineno, obj)
+        except RecursionError:
+            return "JSON nested too deeply"
 
 
 class JsonLines(Format):
@@ -81,7 +97,7 @@ class JsonLines(Format):
             if t.startswith("{") and t.endswith("}"):
                 try:
                     n += isinstance(json.loads(t), dict)
-                except ValueError:
+                except (ValueError, RecursionError):
                     pass
         return n
 
@@ -105,10 +121,7 @@ class TrainerState(Format):
 
     def parse_text(self, text: str, lines: list[str], sink: Sink, acc: Accounting,
                    source: str) -> None:
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise FormatError(f"invalid JSON: {exc.msg}", source=source, line=exc.lineno) from None
+        doc = load_json(text, source)
         history = doc.get("log_history") if isinstance(doc, dict) else None
         if not isinstance(history, list):
             raise FormatError("no log_history list in this JSON document", source=source)
@@ -169,7 +182,7 @@ class _CsvParser(RegexLineParser):
             if i == self.step_col:
                 try:
                     step = int(float(cell))
-                except ValueError:
+                except (ValueError, OverflowError):  # 'abc', 'inf', 'nan'
                     return "step is not a number"
                 if not self.epoch_as_step:
                     continue

@@ -54,19 +54,27 @@ def load_lengths(path: str | Path, column: str = DEFAULT_COLUMN) -> np.ndarray:
     arr: np.ndarray = np.asarray(values)
     if arr.ndim != 1 or arr.size == 0:
         raise InputError("expected a non-empty 1-D list of lengths", source=name)
-    if not np.issubdtype(arr.dtype, np.number):
-        raise InputError(f"lengths must be numbers, got {arr.dtype}", source=name)
+    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise InputError(f"lengths must be real numbers, got {arr.dtype}", source=name)
     nonpositive = np.flatnonzero(~(arr > 0))
     if nonpositive.size:
         first = int(nonpositive[0])
         raise InputError(f"length {arr[first]} at sample {first} is not positive "
                          f"({nonpositive.size} such samples)", source=name)
+    too_long = np.flatnonzero(~(arr <= MAX_LENGTH))  # inf, 1e30, uint64 past int64: never wrap
+    if too_long.size:
+        first = int(too_long[0])
+        raise InputError(f"length {arr[first]} at sample {first} is not a token count (over "
+                         f"{MAX_LENGTH:,}; {too_long.size} such samples)", source=name)
     fractional = np.flatnonzero(arr != np.floor(arr))
     if fractional.size:
         first = int(fractional[0])
         raise InputError(f"length {arr[first]} at sample {first} is not a whole number of tokens "
                          f"({fractional.size} such samples)", source=name)
     return arr.astype(np.int64)
+
+
+MAX_LENGTH = 1 << 40  # far past any context length, far below int64's end
 
 
 def _column(frame, column: str, name: str) -> np.ndarray:
@@ -83,8 +91,22 @@ def _hf_folder(folder: Path, column: str) -> np.ndarray:
     state = folder / "state.json"
     files = sorted(folder.glob("data-*.arrow"))
     if state.exists():
-        names = [f["filename"] for f in json.loads(state.read_text()).get("_data_files", [])]
-        files = [folder / n for n in names] or files
+        try:
+            doc = json.loads(state.read_text())
+        except (ValueError, RecursionError) as exc:
+            raise InputError(f"state.json is not valid JSON: {str(exc)[:80]}", source=str(folder)) from None
+        entries = doc.get("_data_files", []) if isinstance(doc, dict) else None
+        if not isinstance(entries, list) or not all(isinstance(f, dict) and isinstance(f.get("filename"), str)
+                                                    for f in entries):
+            raise InputError("state.json has no '_data_files' list of {'filename': ...}: not a Hugging "
+                             "Face save_to_disk folder", source=str(folder))
+        root = folder.resolve()
+        named = [(folder / f["filename"]).resolve() for f in entries]
+        outside = [str(n) for n in named if root not in n.parents]
+        if outside:  # a data file outside the dataset folder ('../../etc/passwd') is never opened
+            raise InputError(f"state.json names a data file outside the folder: {outside[0]}",
+                             source=str(folder))
+        files = named or files
     if not files:
         raise InputError("no data-*.arrow files: not a Hugging Face save_to_disk folder",
                          source=str(folder))

@@ -1,0 +1,133 @@
+"""Hostile inputs never give a traceback (a gate reads exit 1 as 'finding'): one line on stderr
+naming the file or option, exit 2. A corpus of the inputs found by a fuzz run, each run as a
+real process, and a property test over random bytes and config values."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from losslens.cli import app
+
+DEEP = '{"a":' * 100_000 + "1" + "}" * 100_000
+OK = "\n".join(f"step={s} loss={2 - s / 100}" for s in range(30)) + "\n"
+
+
+def run(*args: str, cwd: Path, stdin: bytes | None = None) -> tuple[int, str]:
+    proc = subprocess.run([sys.executable, "-m", "losslens", *args], cwd=cwd, input=stdin,
+                          capture_output=True, timeout=60, check=False)
+    err = proc.stderr.decode()
+    assert "Traceback" not in err, err
+    return proc.returncode, err.strip()
+
+
+@pytest.mark.parametrize(("files", "args", "message"), [
+    ({"deep.jsonl": DEEP + "\n"}, ["check", "deep.jsonl"], "deep.jsonl: no known log format recognised"),
+    ({"trainer_state.json": '{"log_history": [' + DEEP + "]}"}, ["check", "trainer_state.json"],
+     "trainer_state.json: invalid JSON: nested too deeply to read"),
+    ({"trainer_state.json": '{"log_history": [{"step": 1, "loss": ' + "9" * 5000 + "}]}"},
+     ["check", "trainer_state.json"], "trainer_state.json: invalid JSON: Exceeds the limit (4300 digits)"),
+    ({"h.json": '[{"_step": 1, "loss": ' + "9" * 5000 + "}]"}, ["check", "h.json"], "h.json: invalid JSON"),
+    ({"ok.log": OK}, ["analyze", "ok.log", "--plot", "x.bogus"], "--plot x.bogus: name a .png, .svg or .pdf"),
+    ({"ok.log": OK, "c.toml": "\x00\x01binary"}, ["check", "ok.log", "--config", "c.toml"],
+     "c.toml: invalid TOML"),
+    ({"ok.log": OK, "c.toml": "[watch]\ninterval_s = inf\n"}, ["watch", "ok.log", "--config", "c.toml"],
+     "bad value for 'watch.interval_s': inf (must be a finite number)"),
+    ({"ok.log": OK, "c.toml": "[watch]\ninterval_s = nan\n"}, ["check", "ok.log", "--config", "c.toml"],
+     "bad value for 'watch.interval_s': nan (must be a finite number)"),
+    ({"ok.log": OK, "c.toml": "[watch]\ninterval_s = 0\n"}, ["check", "ok.log", "--config", "c.toml"],
+     "bad value for 'watch.interval_s': 0.0 (must be >= 0.01)"),
+    ({"ok.log": OK, "c.toml": "[watch]\nwindow = 0\n"}, ["check", "ok.log", "--config", "c.toml"],
+     "bad value for 'watch.window': 0 (must be >= 10)"),
+    ({"ok.log": OK, "c.toml": "[detectors.ladder]\nmin_increments = 0\n"},
+     ["check", "ok.log", "--config", "c.toml"],
+     "bad value for 'detectors.ladder.min_increments': 0 (must be >= 1)"),
+    ({"ok.log": OK}, ["watch", "-", "--format", "trainer-state"],
+     "watch reads --format trainer-state from a file"),
+    ({"ok.log": OK}, ["watch", "/dev/null"], "/dev/null: cannot follow: not a regular file"),
+])
+def test_corpus_is_one_line_and_exit_2(tmp_path: Path, files: dict, args: list[str], message: str) -> None:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    code, err = run(*args, cwd=tmp_path, stdin=b"")
+    assert code == 2
+    assert len(err.splitlines()) == 1 and message in err, err
+
+
+def test_csv_step_of_inf_is_a_skipped_line(tmp_path: Path) -> None:
+    (tmp_path / "m.csv").write_text("step,loss\n1,2.0\ninf,1.9\n3,1.8\n")
+    code, _ = run("analyze", "m.csv", "--json", cwd=tmp_path)
+    assert code == 0
+    proc = subprocess.run([sys.executable, "-m", "losslens", "analyze", "m.csv", "--json"], cwd=tmp_path,
+                          capture_output=True, text=True, check=True)
+    assert json.loads(proc.stdout)["lines"] == {"total": 4, "parsed": 3, "skipped": 1, "blank": 0}
+
+
+@pytest.fixture
+def lengths_corpus(tmp_path: Path) -> Path:
+    np.save(tmp_path / "cx.npy", np.array([1 + 2j, 3 + 0j] * 50))
+    np.save(tmp_path / "big.npy", np.array([1e30, 100.0] * 50))
+    np.save(tmp_path / "u64.npy", np.array([2**63 + 5, 100] * 50, dtype=np.uint64))
+    np.save(tmp_path / "inf.npy", np.array([np.inf, 100.0] * 50))
+    np.save(tmp_path / "ok.npy", np.arange(10, 1010))
+    for name, state in (("ds1", []), ("ds2", {"_data_files": [{}]}),
+                        ("ds3", {"_data_files": [{"filename": "../../../../etc/passwd"}]})):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "state.json").write_text(json.dumps(state))
+    return tmp_path
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--lengths", "cx.npy"], "cx.npy: lengths must be real numbers, got complex128"),
+    (["--lengths", "big.npy"], "big.npy: length 1e+30 at sample 0 is not a token count"),
+    (["--lengths", "u64.npy"], "u64.npy: length 9223372036854775813 at sample 0 is not a token count"),
+    (["--lengths", "inf.npy"], "inf.npy: length inf at sample 0 is not a token count"),
+    (["--lengths", "ds1"], "ds1: state.json has no '_data_files' list"),
+    (["--lengths", "ds2"], "ds2: state.json has no '_data_files' list"),
+    (["--lengths", "ds3"], "ds3: state.json names a data file outside the folder: "),
+    (["--lengths", "ok.npy", "--seed", str(1 << 70)], "--seed takes 0 to 2**63-1"),
+    (["--lengths", "ok.npy", "--max-seq-len", "-5"], "--max-seq-len must be >= 1, got -5"),
+    (["--lengths", "ok.npy", "--epochs", "1000000"], "--epochs 1000000 × 1,000 samples = 1,000,000,000"),
+])
+def test_replay_bad_inputs(lengths_corpus: Path, args: list[str], message: str) -> None:
+    code, err = run("replay", *args, cwd=lengths_corpus)
+    assert code == 2 and len(err.splitlines()) == 1 and message in err, err
+
+
+runner = CliRunner()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=400) | st.text(max_size=400).map(str.encode),
+       command=st.sampled_from(["check", "analyze"]))
+def test_random_bytes_exit_0_1_or_2(tmp_path_factory, data: bytes, command: str) -> None:
+    path = tmp_path_factory.mktemp("fuzz") / "x.log"
+    path.write_bytes(data)
+    result = runner.invoke(app, [command, str(path)])
+    assert result.exit_code in (0, 1, 2)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=st.sampled_from(["watch.interval_s", "watch.window", "watch.confirm", "watch.cooldown_s",
+                            "detectors.ladder.min_increments", "detectors.spike.z",
+                            "detectors.periodicity.window", "detectors.multimodal.min_points"]),
+       value=st.one_of(st.integers(-10**6, 10**6), st.floats(allow_nan=True, allow_infinity=True)))
+def test_config_values_validate_or_say_why(tmp_path_factory, key: str, value) -> None:
+    folder = tmp_path_factory.mktemp("cfg")
+    (folder / "ok.log").write_text(OK)
+    table, name = key.rsplit(".", 1)
+    literal = {float("inf"): "inf", float("-inf"): "-inf"}.get(value, repr(value))
+    literal = "nan" if value != value else literal
+    (folder / "c.toml").write_text(f"[{table}]\n{name} = {literal}\n")
+    result = runner.invoke(app, ["check", str(folder / "ok.log"), "--config", str(folder / "c.toml")])
+    assert result.exit_code in (0, 2)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
