@@ -11,6 +11,7 @@ cool-down, and cleared when it has been gone for ``confirm`` analyses.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import queue
 import re
@@ -27,6 +28,7 @@ from losslens.errors import LossLensError
 from losslens.findings import Finding, Report, Severity
 from losslens.logs import BY_NAME, sniff
 from losslens.logs.base import Format, LineParser
+from losslens.logs.names import canonical
 from losslens.logs.reader import _assemble, feed_ranked, strips
 from losslens.logs.records import Accounting, Sink
 
@@ -175,6 +177,12 @@ class Watcher:
         self.active: dict[tuple, Active] = {}
         self.report: Report | None = None
         self.new_records = 0
+        # every record passes the cheap check as it is read, whatever the backlog: a NaN that
+        # scrolls out of the window before an analysis is still announced (metric → first/last)
+        nonfinite = [d for d in registry if d.name == "nonfinite" and d.name not in ignore]
+        self.watched = frozenset(nonfinite[0].metrics) | {canonical(m) for m in metrics} if nonfinite \
+            else frozenset()
+        self.nonfinite: dict[str, dict[str, Any]] = {}
 
     def feed(self, line: str) -> None:
         self.acc.total += 1
@@ -214,6 +222,8 @@ class Watcher:
         else:
             self.acc.skip(reason, lineno, line)
         # move new records into the bounded window (the sink is only a mailbox)
+        self._check(self.sink.train[n_train:])
+        self._check(self.sink.eval[n_eval:])
         self.train.extend(self.sink.train[n_train:])
         self.evals.extend(self.sink.eval[n_eval:])
         self.new_records += len(self.sink.train) - n_train
@@ -228,9 +238,42 @@ class Watcher:
         if self.parser is not None:
             n = len(self.sink.train)
             self.parser.finish()
+            self._check(self.sink.train[:])
             self.train.extend(self.sink.train[:])
             self.new_records += len(self.sink.train) - n
             del self.sink.train[:]
+
+    def _check(self, records: list[dict]) -> None:
+        """The per-record check: a non-finite value of a watched metric is remembered (first and
+        last step, line, value, count) however fast the window moves on."""
+        if not self.watched:
+            return
+        for rec in records:
+            for key in self.watched.intersection(rec):
+                v = rec[key]
+                if isinstance(v, float) and not math.isfinite(v):
+                    seen = self.nonfinite.setdefault(key, {"first_step": rec.get("step"), "value": v,
+                                                           "line": rec.get("line"), "count": 0})
+                    seen["count"] += 1
+                    seen["last_step"] = rec.get("step")
+
+    def _missed(self, report: Report) -> list[Finding]:
+        """Non-finite values the per-record check saw that the window's analysis no longer holds."""
+        shown = {f.metric for f in report.findings if f.kind == "nonfinite"}
+        out = []
+        for metric, seen in self.nonfinite.items():
+            if metric in shown:
+                continue
+            value = "NaN" if seen["value"] != seen["value"] else ("inf" if seen["value"] > 0 else "-inf")
+            first, last = seen["first_step"] or 0, seen["last_step"] or 0
+            out.append(Finding(
+                "nonfinite", Severity.ERROR, metric, int(first), int(last),
+                f"{metric} was {value} at step {first} ({seen['count']} record(s) in all, the last at step "
+                f"{last}), seen as the log was read: training has blown up (lower the LR, check for bad "
+                f"batches, fp16 overflow)",
+                {"first_step": first, "last_step": last, "count": seen["count"], "values": [value],
+                 "seen_by": "per-record check"}, line=seen["line"]))
+        return out
 
     def analyse(self, now: float | None = None) -> list[Event]:
         """Re-analyse the window; the alert events this produces. With no new record since the
@@ -263,6 +306,9 @@ class Watcher:
     def _debounce(self, log: Any, now: float, only: set[str] | None) -> list[Event]:
         registry = self.registry if only is None else tuple(d for d in self.registry if d.name in only)
         self.report = analyze(log, detectors=registry, ignore=self.ignore, metrics=self.metrics)
+        missed = self._missed(self.report)
+        if missed:
+            self.report = dataclasses.replace(self.report, findings=missed + self.report.findings)
         events: list[Event] = []
         # findings of detectors that did not run this time are left as they were
         seen = {k for k, a in self.active.items() if only is not None and a.finding.kind not in only}

@@ -131,3 +131,23 @@ def test_config_values_validate_or_say_why(tmp_path_factory, key: str, value) ->
     result = runner.invoke(app, ["check", str(folder / "ok.log"), "--config", str(folder / "c.toml")])
     assert result.exit_code in (0, 2)
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+
+
+def test_watch_behind_is_not_blind(tmp_path: Path) -> None:
+    """100,000 lines at once on stdin with one NaN at line 50,001: the window (5,000 records)
+    moves past it before any analysis, but every record passes the per-record check as it is
+    read, so the NaN is announced and watch exits 1 (it exited 0 with no event before)."""
+    rng = np.random.default_rng(0)
+    lines = [f"step={s} loss={2 + rng.normal(0, 0.01):.4f} lr=1e-4" for s in range(100_000)]
+    lines[50_000] = "step=50000 loss=nan lr=1e-4"
+    data = ("\n".join(lines) + "\n").encode()
+    proc = subprocess.run([sys.executable, "-m", "losslens", "watch", "-", "--json", "--exit-on", "error"],
+                          input=data, capture_output=True, timeout=120, check=False)
+    assert proc.returncode == 1, proc.stderr.decode()
+    events = [json.loads(x) for x in proc.stdout.decode().splitlines()]
+    nan = [e["finding"] for e in events if e["event"] == "appeared" and e["finding"]["kind"] == "nonfinite"]
+    assert len(nan) == 1
+    assert (nan[0]["start_step"], nan[0]["line"], nan[0]["evidence"]["count"]) == (50_000, 50_001, 1)
+    ignored = subprocess.run([sys.executable, "-m", "losslens", "watch", "-", "--json", "--ignore",
+                              "nonfinite,plateau"], input=data, capture_output=True, timeout=120, check=False)
+    assert ignored.returncode == 0  # --ignore nonfinite turns the per-record check off too

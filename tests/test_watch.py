@@ -77,12 +77,23 @@ def test_debounce_appears_after_confirmation_then_clears() -> None:
     (ev,) = w.analyse(now=1.0)
     assert (ev.event, ev.finding.kind, ev.finding.start_step) == ("appeared", "nonfinite", 50)
     assert w.analyse(now=2.0) == []  # no repeat while unchanged
-    for i in range(51, 260):  # the NaN slides out of the bounded window
-        w.feed(f"step={i} loss={2.5 - i / 1000:.4f}")
-    assert w.analyse(now=3.0) == []
-    (ev,) = w.analyse(now=4.0)
-    assert ev.event == "cleared" and ev.finding.kind == "nonfinite"
+    for i in range(51, 260):  # the NaN slides out of the bounded window: as `check` on the whole
+        w.feed(f"step={i} loss={2.5 - i / 1000:.4f}")  # log would, it stays (the per-record check)
+    assert w.analyse(now=3.0) == [] and w.analyse(now=4.0) == []
+    (active,) = w.announced()
+    assert active.kind == "nonfinite" and active.evidence["seen_by"] == "per-record check"
     assert len(w.train) == 200 and w.acc.total == 260 and w.acc.parsed == 260
+    w.feed("step=260 loss=2.2")
+    spike = Watcher("x", "kv", s.registry(), frozenset(), window=200, confirm=2, cooldown_s=1e9)
+    for i in range(60):  # findings other than a non-finite value still clear when they are gone
+        spike.feed(f"step={i} loss={9.0 if i == 40 else 3 - i / 100:.4f}")
+    spike.analyse(now=0.0)
+    events = spike.analyse(now=1.0)
+    assert [e.finding.kind for e in events] == ["spike"]
+    for i in range(60, 300):
+        spike.feed(f"step={i} loss={3 - i / 1000:.4f}")
+    spike.analyse(now=2.0)
+    assert [e.event for e in spike.analyse(now=3.0)] == ["cleared"]
 
 
 def test_keras_epoch_record_is_live_without_the_next_epoch_line() -> None:
