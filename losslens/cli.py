@@ -551,6 +551,11 @@ def _followable(log: str, fmt: str) -> None:
                          "`losslens watch -` instead", source=log)
     if not os.access(log, os.R_OK):
         raise UsageError("cannot follow: permission denied", source=log)
+    if stat.S_ISREG(mode):
+        with open(log, "rb") as f:
+            if f.read(2) == b"\x1f\x8b":
+                raise UsageError("cannot follow a gzip-compressed log (it does not grow as text): "
+                                 "`losslens check` or `analyze` read it whole", source=log)
 
 
 def _folder_log(folder: str, run: Run) -> str:

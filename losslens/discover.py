@@ -63,7 +63,9 @@ def _is_run_folder(folder: Path) -> bool:
 
 def _logs_in(folder: Path, walk: Walk) -> None:
     """Log files below ``folder``; an MLflow or W&B run folder counts as one log, its files not
-    one each; TensorBoard event files are found by name."""
+    one each; TensorBoard event files are found by name. Links are followed only to files inside
+    the folder (a link out of it is passed over: name the file to read it)."""
+    inside = os.path.realpath(folder) + os.sep
     for root, dirs, files in os.walk(folder):
         if _is_run_folder(Path(root)):
             walk.targets.append(Target(root, False))
@@ -75,7 +77,9 @@ def _logs_in(folder: Path, walk: Walk) -> None:
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
         for name in sorted(files):
             path = os.path.join(root, name)
-            why = _not_a_log(path, name)
+            linked_out = os.path.islink(path) and not os.path.realpath(path).startswith(inside)
+            why = "a link to a file outside the folder (name it to read it)" if linked_out else \
+                _not_a_log(path, name)
             if why is None:
                 walk.targets.append(Target(path, False))
             else:

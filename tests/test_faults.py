@@ -151,3 +151,47 @@ def test_watch_behind_is_not_blind(tmp_path: Path) -> None:
     ignored = subprocess.run([sys.executable, "-m", "losslens", "watch", "-", "--json", "--ignore",
                               "nonfinite,plateau"], input=data, capture_output=True, timeout=120, check=False)
     assert ignored.returncode == 0  # --ignore nonfinite turns the per-record check off too
+
+
+def test_lone_carriage_returns_are_line_ends(tmp_path: Path) -> None:
+    """A tqdm capture whose every line ends in a lone '\\r' read as one line and 'ok'."""
+    body = "".join(f"step={s} loss={'nan' if s == 35 else f'{2 - s / 100:.3f}'}\r" for s in range(40))
+    (tmp_path / "cr.log").write_bytes(body.encode())
+    from losslens import analyze, read_log
+
+    log = read_log(tmp_path / "cr.log")
+    assert log.lines.as_dict() == {"total": 40, "parsed": 40, "skipped": 0, "blank": 0}
+    assert [(f.kind, f.start_step, f.line) for f in analyze(log).findings] == [("nonfinite", 35, 36)]
+
+
+def test_quoted_lines_mask_secrets(tmp_path: Path) -> None:
+    (tmp_path / "run.log").write_text("curl -H 'Authorization: Bearer abcdefSECRET123'\nexport HF_TOKEN=hf_"
+                                      "abcdefghijklmnopqrstuvwx\n" + OK)
+    proc = subprocess.run([sys.executable, "-m", "losslens", "analyze", "run.log"], cwd=tmp_path,
+                          capture_output=True, text=True, env={"COLUMNS": "200", "PATH": "/usr/bin"},
+                          check=True)
+    assert "abcdefSECRET123" not in proc.stdout and "hf_abcdef" not in proc.stdout
+    assert "Authorization: Bearer ***" in proc.stdout
+
+
+def test_folder_walk_does_not_follow_links_out(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.log"
+    outside.write_text(OK)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "train.log").write_text(OK)
+    (run_dir / "escape.log").symlink_to(outside)
+    (run_dir / "same.log").symlink_to(run_dir / "train.log")
+    from losslens.discover import expand
+
+    walk = expand([str(run_dir)])
+    assert [Path(t.path).name for t in walk.targets] == ["same.log", "train.log"]
+    assert walk.ignored == [(str(run_dir / "escape.log"), "a link to a file outside the folder (name it to "
+                                                          "read it)")]
+
+
+def test_watch_refuses_a_gzip_log(tmp_path: Path) -> None:
+    from tests.conftest import FIXTURES
+
+    code, err = run("watch", str(FIXTURES / "seed004_dflash.gz.bin"), cwd=tmp_path)
+    assert code == 2 and "cannot follow a gzip-compressed log" in err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,6 +16,19 @@ from losslens.logs.names import STEP_KEYS, canonical, is_eval, is_training_metri
 
 Value = float | list[float]
 COMPACT_AT = 50_000  # per-line readers turn their records into a frame every this many
+
+
+# what a quoted log line must not show: bearer tokens, key=value secrets, well-known token shapes
+SECRETS = re.compile(
+    r"(?i)(\bbearer\s+|(?<![A-Za-z])(?:authorization|api[_-]?key|access[_-]?key|secret|token|password"
+    r"|passwd)['\"]?\s*[:=]\s*['\"]?(?:bearer\s+|basic\s+)?)([^\s'\",;]+)"
+    r"|\b(?:hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16}"
+    r"|xox[baprs]-[A-Za-z0-9-]{10,}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]+)")
+
+
+def mask_secrets(text: str) -> str:
+    """``text`` with token-like strings replaced by '***' (reports quote skipped lines)."""
+    return SECRETS.sub(lambda m: f"{m.group(1)}***" if m.group(1) else "***", text)
 
 
 @dataclass
@@ -30,7 +44,7 @@ class Accounting:
     def skip(self, reason: str, lineno: int, text: str) -> None:
         self.skipped[reason] += 1
         if reason not in self.examples:
-            self.examples[reason] = (lineno, text[:160])
+            self.examples[reason] = (lineno, mask_secrets(text[:160]))
 
     @property
     def n_skipped(self) -> int:

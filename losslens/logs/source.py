@@ -32,6 +32,11 @@ class Source:
             self.head = stream.read(HEAD_BYTES)
         except (OSError, EOFError, zlib.error) as exc:
             raise InputError(f"cannot read: {_reason(exc)}", source=name) from None
+        # a capture of a progress bar whose lines all end in a lone '\r' (tqdm to a file): no
+        # '\n' at all in the head, so '\r' is taken as the line end (or it is one 'line')
+        self.cr_lines = b"\r" in self.head and b"\n" not in self.head
+        if self.cr_lines:
+            self.head = self.head.replace(b"\r", b"\n")
         self._consumed = False
 
     def extend_head(self, limit: int) -> bool:
@@ -42,7 +47,7 @@ class Source:
             more = self._stream.read(limit - len(self.head))
         except (OSError, EOFError, zlib.error) as exc:
             raise InputError(f"cannot read: {_reason(exc)}", source=self.name) from None
-        self.head += more
+        self.head += more.replace(b"\r", b"\n") if self.cr_lines else more
         return bool(more)
 
     @property
@@ -66,7 +71,7 @@ class Source:
                 return
             done += len(more)
             progress.report(f"reading {self.name}", done, self.size)
-            pending += more
+            pending += more.replace(b"\r", b"\n") if self.cr_lines else more
             cut = pending.rfind(b"\n") + 1
             if cut:
                 yield pending[:cut]
