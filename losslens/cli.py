@@ -828,7 +828,10 @@ def formats() -> None:
 
 
 @app.command()
-def detectors() -> None:
+def detectors(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also each detector's parameters "
+                                          "and defaults (settable under [detectors.KIND]).")] = False,
+) -> None:
     """List the detectors (finding kinds) that analyze and check run."""
     from losslens.detectors import REGISTRY
 
@@ -836,10 +839,18 @@ def detectors() -> None:
         out.print("no detectors registered yet: analyze and check report what was read")
         return
     table = Table()
-    for col in ("kind", "metrics", "what it finds"):
-        table.add_column(col)
+    for col in ("kind", "metrics", "what it finds") + (("parameters",) if verbose else ()):
+        table.add_column(col, overflow="fold")
+    params = {}
+    if verbose:
+        from losslens.config import detector_parameters
+
+        params = detector_parameters()
     for d in REGISTRY:
-        table.add_row(Text(d.name), Text(", ".join(d.metrics)), Text(d.title))
+        row = [Text(d.name), Text(", ".join(d.metrics)), Text(d.title)]
+        if verbose:
+            row.append(Text(", ".join(f"{k}={v!r}" for k, v in params[d.name].items())))
+        table.add_row(*row)
     out.print(table)
 
 

@@ -309,6 +309,12 @@ def test_every_command_has_short_help(command: str) -> None:
     assert "--install-completion" in top and "--show-completion" in top
 
 
+def test_detectors_verbose_lists_parameters() -> None:
+    proc = run("detectors", "--verbose", env={"COLUMNS": "250"})
+    assert proc.returncode == 0 and "min_increments=3" in proc.stdout and "frozen_records=5" in proc.stdout
+    assert "min_increments" not in run("detectors").stdout
+
+
 def test_quiet_and_verbose() -> None:
     assert run("check", SEED, "-q").stderr == ""
     short = run("check", SEED, "--verbose")
