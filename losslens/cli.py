@@ -786,6 +786,9 @@ def _record_source(path: str) -> bool:
     return b'"log_history"' in head or head.lstrip().startswith(b"[{")
 
 
+UNREADABLE_FOR_S = 10.0  # watch: a whole document unreadable this long is an error
+
+
 def _watch_records(path: str, watcher, view, exit_at: Severity | None, interval: float) -> ExitCode:
     """Event files, MLflow run folders and whole JSON documents (trainer_state.json): re-read when
     they change, analyse, alert. Runs until a finding at ``exit_at`` or an interrupt."""
@@ -798,14 +801,23 @@ def _watch_records(path: str, watcher, view, exit_at: Severity | None, interval:
         files = [p] if p.is_file() else sorted(x for x in (p / "metrics").rglob("*") if x.is_file())
         return tuple((str(f), f.stat().st_size) for f in files)
 
-    code, last, data = ExitCode.OK, None, None
+    code, last, data, failures = ExitCode.OK, None, None, 0
     while True:
         sig = signature()
         unsettled = any(not a.announced or a.missing for a in watcher.active.values())
         if sig != last or (unsettled and data is not None):
             if sig != last:
-                data = read_log(path)
-                last = sig
+                try:
+                    data = read_log(path)
+                except LossLensError:
+                    # Hugging Face rewrites trainer_state.json in place: a read can catch it half
+                    # written. Try again at the next poll; only a file that stays unreadable fails.
+                    failures += 1
+                    if failures * interval >= UNREADABLE_FOR_S:
+                        raise
+                    time.sleep(interval)
+                    continue
+                failures, last = 0, sig
             code = max(code, view.show(watcher.analyse_log(data), exit_at))
             if code == ExitCode.FINDINGS:
                 return code

@@ -116,13 +116,55 @@ class Follower:
             self.file.close()
 
 
+MAX_LINE = 8 << 20  # a longer line is cut here (and still counted as one line)
+
+
+class Splitter:
+    """Bytes in, complete lines out (see ``complete_lines``), in time linear in the bytes: the
+    unfinished rest is kept as pieces and joined only when a line end arrives, and a line is cut
+    at MAX_LINE bytes (memory stays bounded on data without line ends)."""
+
+    def __init__(self, max_line: int = MAX_LINE):
+        self.max_line = max_line
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.cut = False
+
+    def feed(self, data: bytes) -> list[bytes]:
+        if b"\n" not in data and b"\r" not in data:
+            self._keep(data)
+            return []
+        joined = b"".join(self.parts) + data
+        self.parts, self.size = [], 0
+        lines, rest = complete_lines(joined)
+        if lines and self.cut:
+            lines[0] = lines[0][:self.max_line] + b" [line cut at %d bytes]" % self.max_line
+            self.cut = False
+        lines = [x if len(x) <= self.max_line else x[:self.max_line] + b" [line cut at %d bytes]"
+                 % self.max_line for x in lines]
+        self._keep(rest)
+        return lines
+
+    def rest(self) -> bytes:
+        return b"".join(self.parts)
+
+    def _keep(self, data: bytes) -> None:
+        room = self.max_line - self.size
+        if len(data) > room:
+            self.cut = True
+            data = data[:max(0, room)]
+        if data:
+            self.parts.append(data)
+            self.size += len(data)
+
+
 def stdin_lines(q: queue.Queue[str | None]) -> None:
-    """Reader thread: standard input line by line (see ``complete_lines``); None at EOF."""
-    rest = b""
+    """Reader thread: standard input line by line (see ``Splitter``); None at EOF."""
+    split = Splitter()
     while chunk := os.read(sys.stdin.fileno(), 1 << 16):  # what has arrived, not a full block
-        lines, rest = complete_lines(rest + chunk)
-        for raw in lines:
+        for raw in split.feed(chunk):
             q.put(raw.decode("utf-8", errors="replace"))
+    rest = split.rest()
     if rest.rstrip(b"\r"):
         q.put(rest.decode("utf-8", errors="replace"))
     q.put(None)

@@ -195,3 +195,19 @@ def test_watch_refuses_a_gzip_log(tmp_path: Path) -> None:
 
     code, err = run("watch", str(FIXTURES / "seed004_dflash.gz.bin"), cwd=tmp_path)
     assert code == 2 and "cannot follow a gzip-compressed log" in err
+
+
+def test_splitter_joins_pieces_once_and_cuts_long_lines() -> None:
+    """watch's stdin reader: pieces of a long line are kept, not re-scanned on every read (it was
+    quadratic: an 8 MB line took 10 s, 50 MB over 300 s), and a line is cut at max_line bytes."""
+    from losslens.watch import Splitter, complete_lines
+
+    data = b"step=1 loss=2\r\nabc\rdef\n" + b"x" * 5000 + b"\nstep=2 loss=nan\n\r"
+    split = Splitter(max_line=1000)
+    out: list[bytes] = []
+    for i in range(0, len(data), 7):
+        out += split.feed(data[i:i + 7])
+    whole, rest = complete_lines(data)
+    assert [x for x in out if not x.startswith(b"x")] == [x for x in whole if not x.startswith(b"x")]
+    assert out[3] == b"x" * 1000 + b" [line cut at 1000 bytes]" and len(out) == len(whole)
+    assert split.rest() == rest == b"\r" and split.size <= 1000
