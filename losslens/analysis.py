@@ -179,18 +179,19 @@ RECORD_FORMATS = ("tensorboard", "mlflow", "trainer-state", "json-records")
 
 def _with_lines(findings: list[Finding], log: LogData) -> list[Finding]:
     """Each finding gets the log's line of the first record at or after its start step (in its
-    segment), so that `file:LINE:` takes an editor or a CI annotation to it."""
+    segment), so that `file:LINE:` takes an editor or a CI annotation to it. One sort, then a
+    binary search per finding (a flood of findings on a long log stays cheap)."""
     train = log.train
     if log.format in RECORD_FORMATS or not findings or "line" not in train.columns or not train.height:
         return findings
-    frame = train.select("segment", "step", "line").filter(pl.col("line").is_not_null())
+    frame = train.select("segment", "step", "line").drop_nulls().sort("segment", "step")
+    seg, step, line = (frame[c].to_numpy() for c in ("segment", "step", "line"))
     out = []
     for f in findings:
-        part = frame.filter((pl.col("segment") == f.segment) & (pl.col("step") >= f.start_step))
-        if not part.height:
-            part = frame.filter(pl.col("step") >= f.start_step)
-        line = int(part["line"].min()) if part.height else None  # type: ignore[arg-type]
-        out.append(dataclasses.replace(f, line=line))
+        lo, hi = np.searchsorted(seg, f.segment, "left"), np.searchsorted(seg, f.segment, "right")
+        i = lo + int(np.searchsorted(step[lo:hi], f.start_step, "left"))
+        found = int(line[i]) if i < hi else None
+        out.append(dataclasses.replace(f, line=found))
     return out
 
 
