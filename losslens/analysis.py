@@ -104,15 +104,12 @@ def choose_loss(log: LogData, metrics: tuple[str, ...] = ()) -> tuple[LogData, d
     return log, {"column": original, "why": why}
 
 
-def _no_loss(log: LogData) -> Finding:
-    train = log.train
+def _no_loss(log: LogData, steps: dict[str, int | None]) -> Finding:
     columns = [log.names.get(c, c) for c in log.metrics]
     loss_like = [log.names.get(c, c) for c in log.metrics if _loss_like(c)]
     found = (f"several loss-like columns ({', '.join(loss_like)})" if len(loss_like) > 1 else
              f"no loss-like column among {', '.join(columns) or 'no metrics'}")
-    first = int(train["step"].min()) if train.height else 0  # type: ignore[arg-type]
-    last = int(train["step"].max()) if train.height else 0  # type: ignore[arg-type]
-    return Finding("no_loss_metric", Severity.WARNING, "loss", first, last,
+    return Finding("no_loss_metric", Severity.WARNING, "loss", steps["first"] or 0, steps["last"] or 0,
                    f"no loss metric found: {found}; pass --metric NAME to choose the loss",
                    {"columns": columns, "loss_like": loss_like})
 
@@ -135,7 +132,11 @@ def analyze_log(log: LogData, detectors: tuple[Detector, ...] = REGISTRY,
     which is what the views draw."""
     log, loss = choose_loss(log, metrics)
     extra = [resolve_metric(log, m) for m in metrics[1:]]
-    findings: list[Finding] = [] if loss is not None else [_no_loss(log)]
+    train = log.train
+    steps = {"first": int(train["step"].min()) if train.height else None,  # type: ignore[arg-type]
+             "last": int(train["step"].max()) if train.height else None,  # type: ignore[arg-type]
+             "count": train.height}
+    findings: list[Finding] = [] if loss is not None else [_no_loss(log, steps)]
     skipped: list[Skipped] = []
     columns = list(dict.fromkeys(log.train.columns + log.eval.columns))
     cache: dict[str, list[Series]] = {}
@@ -161,10 +162,6 @@ def analyze_log(log: LogData, detectors: tuple[Detector, ...] = REGISTRY,
         progress.report(f"analysing {log.train.height:,} records", len(detectors), len(detectors))
     findings = _with_lines(_spikes_outside_structure(findings), log)
     findings.sort(key=lambda f: (-int(f.severity), f.start_step, f.kind, f.metric))
-    train = log.train
-    steps = {"first": int(train["step"].min()) if train.height else None,  # type: ignore[arg-type]
-             "last": int(train["step"].max()) if train.height else None,  # type: ignore[arg-type]
-             "count": train.height}
     report = Report(source=log.source, format=log.format, lines=log.lines.as_dict(),
                   skipped_reasons=dict(log.lines.skipped), steps=steps,
                   eval_records=log.eval.height, segments=max(1, len(log.segments)),

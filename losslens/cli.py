@@ -582,7 +582,7 @@ def _needs(module: str, what: str, extra: str) -> None:
     """A missing optional extra is one line (what needs it, how to install it) and exit 2."""
     import importlib.util
 
-    if importlib.util.find_spec(module) is None or sys.modules.get(module, ...) is None:
+    if importlib.util.find_spec(module) is None:  # (also None when sys.modules holds None for it)
         hint = (" (the CPU build: install torch first from PyTorch's CPU wheel index, see README)"
                 if extra == "replay" else "")
         raise MissingExtra(f"{what}, which is not installed: pip install 'losslens[{extra}]'{hint}")

@@ -137,11 +137,10 @@ class Splitter:
         joined = b"".join(self.parts) + data
         self.parts, self.size = [], 0
         lines, rest = complete_lines(joined)
-        if lines and self.cut:
-            lines[0] = lines[0][:self.max_line] + b" [line cut at %d bytes]" % self.max_line
-            self.cut = False
-        lines = [x if len(x) <= self.max_line else x[:self.max_line] + b" [line cut at %d bytes]"
-                 % self.max_line for x in lines]
+        mark = b" [line cut at %d bytes]" % self.max_line
+        cut_first, self.cut = self.cut and bool(lines), self.cut and not lines
+        lines = [x[:self.max_line] + mark if len(x) > self.max_line or (i == 0 and cut_first) else x
+                 for i, x in enumerate(lines)]
         self._keep(rest)
         return lines
 

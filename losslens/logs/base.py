@@ -60,12 +60,7 @@ def _iso(text: str) -> datetime | None:
 
 def leading_time(line: str) -> datetime | None:
     m = TIMESTAMP.match(line)
-    if not m:
-        return None
-    try:
-        return datetime.fromisoformat(m.group(1).replace(",", "."))
-    except ValueError:
-        return None
+    return _iso(m.group(1)) if m else None
 
 
 class LineParser(ABC):

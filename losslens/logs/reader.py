@@ -235,7 +235,6 @@ def feed_ranked(parser: LineParser, sink: Sink, lineno: int, line: str, strip: b
     return reason
 
 
-
 def _one_rank(train: list[pl.DataFrame], evals: list[pl.DataFrame], acc: Accounting,
               notes: list[str]) -> tuple[list[pl.DataFrame], list[pl.DataFrame]]:
     """Every rank of a torchrun job printing its own lines: the lowest rank is analysed (ranks

@@ -47,12 +47,13 @@ def grouped(findings: list[Finding], show_all: bool = False) -> list[Finding | F
         ranked = sorted(group, key=lambda f: (-int(f.severity), -_size(f), f.start_step))
         keep.update(id(f) for f in ranked[:SHOWN])
         rest[key] = sorted(ranked[SHOWN:], key=lambda f: f.start_step)
+    last = {(f.kind, f.metric): id(f) for f in findings if id(f) in keep}  # the group goes after it
     out: list[Finding | Flood] = []
     for f in findings:
         if id(f) in keep:
             out.append(f)
             key = (f.kind, f.metric)
-            if key in rest and not any(id(g) in keep for g in by[key][by[key].index(f) + 1:]):
+            if key in rest and last[key] == id(f):
                 out.append((key[0], key[1], rest.pop(key)))
     return out
 
