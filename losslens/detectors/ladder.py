@@ -29,12 +29,42 @@ class Episode:
         return float(np.std(self.increments) / np.mean(self.increments))
 
 
+def rungs(x: np.ndarray, tolerance: float = 0.25) -> np.ndarray | None:
+    """The accumulation count k of each value of a climb, when the values are whole multiples of
+    the climb's own first rung: k = 1 at the start and strictly increasing (a lost record skips a
+    rung), each value within ``tolerance``·sqrt(k) rungs of k × the unit (a sum of k noisy
+    per-step losses spreads as sqrt(k)); the unit is refitted by least squares as rungs are
+    assigned, so that a noisy first rung does not throw off the high ones. Scale-free: every
+    climb has its own unit (a decaying level under the ladder is fine); a last value short of the
+    next rung is a partial accumulation and left out. None otherwise."""
+    if len(x) < 3 or x[0] <= 0:
+        return None
+    ks = [1]
+    num, den = float(x[0]), 1.0
+    for i, xi in enumerate(x[1:], 1):
+        k = int(round(float(xi) / (num / den)))
+        if k <= ks[-1]:
+            if i == len(x) - 1 and xi > x[i - 1]:
+                x = x[:-1]  # a short last rise: a partial accumulation (as in find_episodes)
+                break
+            return None
+        ks.append(k)
+        num += float(xi) * k
+        den += k * k
+    k_arr = np.array(ks, dtype=np.float64)
+    err = np.abs(x / (num / den) - k_arr) / np.sqrt(k_arr)
+    if k_arr[-1] > 2 * len(x) or np.mean(err <= tolerance) < 0.8:
+        return None  # mostly skipped rungs: the unit is too small to mean anything
+    return k_arr.astype(np.int64)
+
+
 def find_episodes(v: np.ndarray, min_increments: int = 3, regularity: float = 0.35,
                   min_rise: float = 0.3, reset_fraction: float = 0.6) -> list[Episode]:
     """Climbs of >= ``min_increments`` rising steps whose increments are regular (coefficient of
     variation <= ``regularity``; a short last or first step is allowed: a partial accumulation),
     rising by >= ``min_rise`` of the start level, and followed by a drop of >= ``reset_fraction``
-    of the climb."""
+    of the climb. A climb whose values are whole multiples of its first rung (see ``rungs``) is
+    regular whatever its increments: an accumulator whose lost records skip rungs."""
     d = np.diff(v)
     n = len(v)
     rising = np.concatenate([[False], d > 0, [False]])
@@ -54,7 +84,7 @@ def find_episodes(v: np.ndarray, min_increments: int = 3, regularity: float = 0.
         level = abs(v[i]) if v[i] != 0 else abs(med)
         dropped = j < n - 1 and (v[j] - v[j + 1]) >= reset_fraction * rise
         if (len(core) >= min_increments and dropped and rise >= min_rise * level
-                and np.std(core) <= regularity * np.mean(core)):
+                and (np.std(core) <= regularity * np.mean(core) or rungs(v[i:j + 1]) is not None)):
             out.append(Episode(int(i), int(j), core))
     return out
 
@@ -80,15 +110,16 @@ def chance_episodes(v: np.ndarray, window: int, shuffles: int, seed: int, **kw) 
 class Ladder(Detector):
     """The seed incident's shape: climbs through near-equal increments, then a reset drop, repeated.
     Calibrated against shuffles of the de-trended residual (chance episodes) and a coverage rule;
-    the cause is `accumulator` when values sit on integer multiples of the reset level.
+    the cause is `accumulator` when most climbs sit on whole multiples of their own first rung.
 
     min_increments: rises an episode needs. regularity: how unequal the increments may be
     (relative spread). min_rise: an episode's climb relative to the noise. reset_fraction: how
     much of the climb the drop must undo. min_episodes: episodes needed; strong_episodes: episodes
-    for an error rather than a warning. multiple_tolerance: distance from an integer multiple
-    that still counts as one. window: records in the de-trending median. shuffles / seed: the
-    shuffled residuals that measure chance episodes; chance_factor: episodes must exceed this many
-    times the chance count. min_coverage: share of the span the episodes must cover."""
+    for an error rather than a warning. multiple_tolerance: distance from a whole multiple, in
+    units of the rung times sqrt(k) at rung k, that still counts as one. window: records in the
+    de-trending median. shuffles / seed: the shuffled residuals that measure chance episodes;
+    chance_factor: episodes must exceed this many times the chance count. min_coverage: share of
+    the span the episodes must cover."""
 
     name = "ladder"
     title = "repeated climbs through near-equal increments followed by a reset drop"
@@ -96,7 +127,7 @@ class Ladder(Detector):
 
     def __init__(self, min_increments: int = 3, regularity: float = 0.35, min_rise: float = 0.3,
                  reset_fraction: float = 0.6, min_episodes: int = 2, strong_episodes: int = 3,
-                 multiple_tolerance: float = 0.2, window: int = 201, shuffles: int = 19,
+                 multiple_tolerance: float = 0.25, window: int = 201, shuffles: int = 19,
                  chance_factor: float = 3.0, min_coverage: float = 0.2, seed: int = 0):
         self.min_increments = min_increments
         self.regularity = regularity
@@ -145,6 +176,7 @@ class Ladder(Detector):
                           "reset_step": int(steps[e.peak + 1]),
                           "values": [round(float(x), 6) for x in v[e.start:e.peak + 2]]}
                          for e in sorted(clearest, key=lambda e: e.start)],
+            "recurrence_steps": float(np.median(np.diff([steps[e.start] for e in eps]))),
             "expected_by_chance": round(chance, 2),
             "cause": cause,
         }
@@ -164,14 +196,12 @@ class Ladder(Detector):
 
     def _cause(self, v: np.ndarray, steps: np.ndarray, eps: list[Episode], increment: float
                ) -> tuple[str, dict]:
-        # accumulator: every value of a climb is k × the increment, and the reset lands on ~1×
-        ratios = np.concatenate([v[e.start:e.peak + 1] / e.increment for e in eps])
-        on_multiple = float(np.mean(np.abs(ratios - np.round(ratios)) <= self.multiple_tolerance))
-        resets = np.array([v[e.peak + 1] / e.increment for e in eps])
-        reset_ratio = float(np.median(resets))
-        if on_multiple >= 0.7 and abs(reset_ratio - 1) <= 0.3:
-            return "accumulator", {"on_integer_multiples": round(on_multiple, 3),
-                                   "reset_over_increment": round(reset_ratio, 3)}
+        # accumulator: the values of most climbs are whole multiples of their own first rung
+        fits = [rungs(v[e.start:e.peak + 1], self.multiple_tolerance) for e in eps]
+        on_multiple = float(np.mean([f is not None for f in fits]))
+        if on_multiple >= 0.6:
+            top = max(int(f[-1]) for f in fits if f is not None)
+            return "accumulator", {"on_integer_multiples": round(on_multiple, 3), "max_rung": top}
         starts = np.array([steps[e.start] for e in eps], dtype=float)
         gaps = np.diff(starts)
         if len(gaps) >= 2:
