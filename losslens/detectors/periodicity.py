@@ -5,6 +5,7 @@ called periodic."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -29,6 +30,64 @@ def spectrum(grid: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray, np.
     return np.fft.rfftfreq(len(r)), np.abs(np.fft.rfft(r)) ** 2 / len(r), r
 
 
+@dataclass(frozen=True)
+class Fold:
+    period: float
+    share: float  # share of the de-trended variance in the folded profile, beyond chance
+    bic: float  # the folded profile as a model of the residual: n·log(SSW/n) + bins·log(n)
+    acf: float = 0.0
+
+
+def _fold(r: np.ndarray, t: np.ndarray, period: float, spacing: float) -> Fold:
+    """Fold the residual ``r`` (at steps ``t``) at ``period``: the profile's share of the variance
+    and its BIC as a model of the residual (one mean per phase bin): a harmonic's profile leaves
+    the pattern in the scatter, a multiple of the period pays for bins that add only noise."""
+    n = len(r)
+    bins = int(min(max(4, round(period / spacing)), max(4, n // 6)))
+    b = np.minimum((np.mod(t, period) / period * bins).astype(np.int64), bins - 1)
+    count = np.bincount(b, minlength=bins)
+    total = np.bincount(b, r, minlength=bins)
+    used = count > 0
+    k = int(used.sum())
+    ssb = float(np.sum(total[used] ** 2 / count[used]))  # r has mean 0
+    sst = float(np.dot(r, r))
+    ssw = sst - ssb
+    if k < 2 or n - k < 2 or ssw <= 0 or sst <= 0:
+        return Fold(period, 0.0, math.inf)
+    within = ssw / (n - k)
+    return Fold(period, max(0.0, (ssb - (k - 1) * within) / sst), n * math.log(ssw / n) + k * math.log(n))
+
+
+def _acf_at(r: np.ndarray, t: np.ndarray, period: float) -> float:
+    """The autocorrelation of the residual at a lag of ``period`` steps (records paired with the
+    record nearest one period later)."""
+    later = np.searchsorted(t, t + period)
+    ok = later < len(t)
+    if ok.sum() < 3:
+        return 0.0
+    a, b = r[ok], r[later[ok]]
+    denom = math.sqrt(float(np.dot(a, a)) * float(np.dot(b, b)))
+    return round(float(np.dot(a, b)) / denom, 3) if denom > 0 else 0.0
+
+
+def lr_explains(series: Series, period: float, min_share: float = 0.5) -> float | None:
+    """The share of the logged LR's variance that its own profile folded at ``period`` (or a
+    whole multiple or fraction of it, up to 3) explains, when it is at least ``min_share``: the
+    schedule (SGDR restarts, a cyclic LR) repeats with the loss. None without a moving LR."""
+    lr = (series.context or {}).get("lr")
+    if lr is None:
+        return None
+    ok = np.isfinite(lr)
+    x, t = lr[ok], series.steps[ok].astype(np.float64)
+    if len(x) < 8 or np.ptp(x) <= 0:
+        return None
+    x = x - x.mean()
+    diffs = np.diff(t)
+    spacing = float(np.median(diffs[diffs > 0])) if np.any(diffs > 0) else 1.0
+    best = max(_fold(x, t, period * f, spacing).share for f in (1, 2, 3, 1 / 2, 1 / 3))
+    return round(best, 3) if best >= min_share else None
+
+
 def _background(power: np.ndarray, width: float = 1.5, min_bins: int = 7) -> np.ndarray:
     """The smooth continuum under a periodogram: medians over bins that each span a factor
     ``width`` in frequency (at least ``min_bins`` ordinates), interpolated in log-log."""
@@ -36,6 +95,8 @@ def _background(power: np.ndarray, width: float = 1.5, min_bins: int = 7) -> np.
     edges = [1]
     while edges[-1] < m:
         edges.append(min(m, max(edges[-1] + min_bins, int(edges[-1] * width))))
+    if len(edges) > 2 and edges[-1] - edges[-2] < min_bins:
+        del edges[-2]  # a short last bin would make the top of the spectrum its own background
     bins = list(zip(edges, edges[1:], strict=False))
     centres = [math.sqrt(a * (b - 1)) if b - 1 > a else float(a) for a, b in bins]  # geometric
     levels = [float(np.median(power[a:b])) for a, b in bins]
@@ -72,56 +133,112 @@ class Periodicity(Detector):
             return short
         grid, spacing = regular_grid(steps, v)
         n = len(grid)
+        window = default_window(n, self.window)
         epoch_len = self._epoch_length(series)
-        found = self._scan(grid, spacing, default_window(n, self.window), None)
+        found = self._scan(grid, spacing, window)
         if found is None:
             return self._epoch_drops(series, epoch_len)
-        period, share, p, phi = found
+        line, p, phi = found
+        fit = self._fundamental(v, steps, line, spacing, window)
+        if fit.share < self.min_share:
+            return self._epoch_drops(series, epoch_len)
+        period = fit.period
         matches = self._known(period, epoch_len)
-        evidence = {"period_steps": round(period, 2), "share_of_variance": round(share, 4),
+        evidence = {"period_steps": round(period, 2), "share_of_variance": round(fit.share, 4),
                     "p_value": float(f"{p:.3g}"), "ar1": round(phi, 3), "grid_spacing": spacing,
-                    "matches": matches}
-        if any(mm.startswith("epoch") for mm in matches):
+                    "matches": matches, "strongest_line_steps": round(line, 2),
+                    "harmonics": self._harmonics(grid, window, spacing, period),
+                    "autocorrelation_at_period": fit.acf}
+        lr_period = lr_explains(series, period)
+        if lr_period is not None:
+            evidence["cause"] = "lr_schedule"
+            evidence["lr_share_at_period"] = lr_period
+            severity = Severity.INFO
+            why = ("the logged LR repeats with the same period (restarts or a cyclic schedule): "
+                   "the schedule explains it, not the data")
+        elif any(mm.startswith("epoch") for mm in matches):
+            evidence["cause"] = "epoch"
             severity = Severity.INFO
             why = "at the epoch length: the loss drops at each epoch start (the model has seen the data)"
         else:
-            severity = Severity.ERROR if share >= self.strong_share else Severity.WARNING
+            evidence["cause"] = "data_order"
+            severity = Severity.ERROR if fit.share >= self.strong_share else Severity.WARNING
             why = (f"it matches {matches[0]}" if matches else
-                   "data order repeating (sorted or bucketed batches), or a periodic job")
-        summary = (f"{series.metric} has a period of ~{period:.4g} steps ({share:.0%} of the "
-                   f"de-trended variance, p={p:.2g} above the spectrum's background); {why}")
+                   "data order repeating (sorted or bucketed batches, a batch order built once), "
+                   "or a periodic job")
+        harmonic = (f", strongest line at {line:.4g} steps (a harmonic)"
+                    if abs(line - period) > self.match_tolerance * period else "")
+        summary = (f"{series.metric} has a period of ~{period:.4g} steps ({fit.share:.0%} of the "
+                   f"de-trended variance{harmonic}, p={p:.2g} above the spectrum's background); {why}")
         return [Finding(self.name, severity, series.metric, int(steps[0]), int(steps[-1]), summary,
                         evidence, series.segment)]
 
-    def _scan(self, grid: np.ndarray, spacing: float, window: int, target: float | None
-              ) -> tuple[float, float, float, float] | None:
-        """(period, share of variance, p-value, AR(1) coefficient) of the strongest significant
-        period; with ``target`` only that period is tested (no multiple-testing correction)."""
+    def _fundamental(self, v: np.ndarray, steps: np.ndarray, line: float, spacing: float,
+                     window: int) -> Fold:
+        """The fundamental period behind the strongest spectral line ``line``: a pattern that is
+        not a sine (a batch order replayed, an epoch's curriculum) puts its power in many
+        harmonics, and the strongest may be any of them. Each whole multiple m·line (up to a third
+        of the span and half the de-trending window) is tried by folding the de-trended records
+        at it (epoch folding, on the logged steps: uneven logging needs no resampling), with as
+        many phase bins as the period has logged steps; the period whose folded profile is the
+        best model of the residual by BIC wins."""
+        r, _ = detrend(v, max(self.window, len(v) // 4) | 1)
+        keep = settled(r, max(self.window, len(v) // 4) | 1)
+        r, t = r[keep], steps[keep].astype(np.float64)
+        r = r - r.mean()
+        span = float(t[-1] - t[0]) if len(t) > 1 else 0.0
+        longest = min(span / 3, window * spacing / 2 * 1.05)
+        best = _fold(r, t, line, spacing)
+        if span <= 0:
+            return best
+        for m in range(1, int(longest // line) + 1):
+            width = 1.5 * m * line * line / (2 * span)  # the line's half-bin error, times m
+            for period in m * line + np.linspace(-width, width, 9):
+                if period <= longest:
+                    f = _fold(r, t, period, spacing)
+                    if f.bic < best.bic:
+                        best = f
+        acf = _acf_at(r, t, best.period)
+        return Fold(best.period, best.share, best.bic, acf)
+
+    def _harmonics(self, grid: np.ndarray, window: int, spacing: float, period: float) -> list[dict]:
+        """The first harmonics of ``period`` in the periodogram: period, power over the local
+        background."""
+        freqs, power, _ = spectrum(grid, window)
+        if len(freqs) < 4:
+            return []
+        background = _background(power)
+        out = []
+        for j in range(1, 9):
+            f = j * spacing / period
+            if f > 0.5:
+                break
+            k = int(np.argmin(np.abs(freqs - f)))
+            out.append({"period_steps": round(period / j, 2),
+                        "power_over_background": round(float(power[k] / background[k]), 1)})
+        return out
+
+    def _scan(self, grid: np.ndarray, spacing: float, window: int
+              ) -> tuple[float, float, float] | None:
+        """(period, p-value, AR(1) coefficient) of the strongest significant spectral line: each
+        ordinate against the smooth continuum around it (medians over frequency bins a factor
+        1.5 wide): red noise, a random walk left by the de-trending or white noise is the
+        background, a period a narrow peak above it; ordinates are ~Exp under the null."""
         freqs, power, r = spectrum(grid, window)
         n = len(r)
         if not np.any(r):
             return None
         longest = min(n / 4, window / 2)  # >= 4 cycles seen, and passed by the de-trending
-        band = (freqs >= 1.0 / longest) & (freqs <= 0.5)
-        if target is not None:
-            band = (freqs >= 1.0 / (n / 3)) & (freqs <= 0.5)
+        # (the Nyquist ordinate of an even length is one real value, not Exp-distributed)
+        band = (freqs >= 1.0 / longest) & (freqs < 0.5)
         if band.sum() < 4:
             return None
-        # each ordinate against the smooth continuum around it (medians over frequency bins a
-        # factor 1.5 wide): red noise, a random walk left by the de-trending or white noise is
-        # the background, a period a narrow peak above it; ordinates are ~Exp under the null
-        phi = ar1(r)
         ratio = power[band] / _background(power)[band] * math.log(2)
-        if target is None:
-            k = int(np.argmax(ratio))
-            p = min(1.0, int(band.sum()) * math.exp(-float(ratio[k])))  # Bonferroni
-        else:
-            k = int(np.argmin(np.abs(freqs[band] - spacing / target)))
-            p = math.exp(-float(ratio[k]))
-        share = float(power[band][k] / power[band].sum())
-        if p >= self.alpha or share < self.min_share:
+        k = int(np.argmax(ratio))
+        p = min(1.0, int(band.sum()) * math.exp(-float(ratio[k])))  # Bonferroni
+        if p >= self.alpha:
             return None
-        return spacing / float(freqs[band][k]), share, p, phi
+        return spacing / float(freqs[band][k]), p, ar1(r)
 
     def _epoch_drops(self, series: Series, epoch_len: float | None) -> list[Finding]:
         """The epoch staircase: the level drops at every epoch start and stays flat between."""
