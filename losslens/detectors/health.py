@@ -75,21 +75,30 @@ class NonFinite(Detector):
         return out
 
     def _frozen(self, series: Series) -> list[Finding]:
-        """The same loss value logged again and again after it varied: a NaN hidden by the logger."""
+        """The same loss value logged again and again after it varied: a NaN hidden by the logger.
+        A loss printed to few decimals repeats values by itself: a run counts only when the
+        repeat rate of the records before it (the print precision against the noise) makes it
+        unlikely, chance < 1 % over the log."""
         v, steps = series.values, series.steps
         # (a run of inf is not hidden: the non-finite finding above already says it)
         same = np.concatenate([[False], (v[1:] == v[:-1]) & np.isfinite(v[1:])])
         edges = np.flatnonzero(np.diff(np.concatenate([[0], same.astype(int), [0]])))
         for a, b in zip(edges[::2], edges[1::2], strict=True):
             start = a - 1
-            if b - start >= self.frozen_records and start > 0 and np.ptp(v[:start + 1]) > 0:
-                summary = (f"loss is frozen at {_fmt(v[start])} for {b - start} records from step "
-                           f"{int(steps[start])}: a NaN hidden by the logger (HF "
-                           "logging_nan_inf_filter) or a stalled optimizer")
-                return [Finding(self.name, Severity.WARNING, "loss", int(steps[start]),
-                                int(steps[b - 1]), summary,
-                                {"frozen_value": float(v[start]), "records": int(b - start)},
-                                series.segment)]
+            length = int(b - start)
+            if length < self.frozen_records or start <= 0 or np.ptp(v[:start + 1]) <= 0:
+                continue
+            before = same[max(1, start - max(50, 10 * length)):start]
+            rate = float(before.mean()) if len(before) else 0.0
+            if len(v) * rate ** (length - 1) >= 0.01:
+                continue  # the print precision repeats values this often
+            summary = (f"loss is frozen at {_fmt(v[start])} for {length} records from step "
+                       f"{int(steps[start])}: a NaN hidden by the logger (HF "
+                       "logging_nan_inf_filter) or a stalled optimizer")
+            return [Finding(self.name, Severity.WARNING, "loss", int(steps[start]),
+                            int(steps[b - 1]), summary,
+                            {"frozen_value": float(v[start]), "records": length,
+                             "repeat_rate_before": round(rate, 4)}, series.segment)]
         return []
 
 
