@@ -160,7 +160,7 @@ def analyze_log(log: LogData, detectors: tuple[Detector, ...] = REGISTRY,
                     findings.extend(result)
     if big:
         progress.report(f"analysing {log.train.height:,} records", len(detectors), len(detectors))
-    findings = _with_lines(_spikes_outside_structure(findings), log)
+    findings = _with_lines(_explained(findings), log)
     findings.sort(key=lambda f: (-int(f.severity), f.start_step, f.kind, f.metric))
     report = Report(source=log.source, format=log.format, lines=log.lines.as_dict(),
                   skipped_reasons=dict(log.lines.skipped), steps=steps,
@@ -192,10 +192,47 @@ def _with_lines(findings: list[Finding], log: LogData) -> list[Finding]:
     return out
 
 
-def _spikes_outside_structure(findings: list[Finding]) -> list[Finding]:
-    """A spike inside a ladder's stretch is a rung of the ladder, and one inside a divergence is
-    part of it: neither is a separate event."""
-    ladders = [f for f in findings if f.kind in ("ladder", "divergence")]
-    return [f for f in findings if f.kind != "spike" or not any(
-        lf.metric == f.metric and lf.segment == f.segment and lf.start_step <= f.start_step
-        <= lf.end_step for lf in ladders)]
+def _top(f: Finding) -> float | None:
+    """The highest level a structure finding accounts for: a ladder's highest rung, the top band."""
+    if f.kind == "ladder":
+        return max((max(e["values"]) for e in f.evidence.get("clearest", [])), default=None)
+    if f.kind == "multimodal":
+        return max(f.evidence.get("modes", []), default=None)
+    return None
+
+
+def _explained(findings: list[Finding]) -> list[Finding]:
+    """Findings that another finding of the same series already explains, left out:
+    - a spike inside a ladder is a rung of it; inside a divergence it is part of the rise, unless
+      it stands above the level the divergence ends at (the largest excursion of the run);
+    - a divergence whose rise stays within what a ladder or the bands reach, from inside their
+      stretch: composition (an epoch's tail of one bucket, a ladder cut off by the end of the
+      log), where "lower the LR" would be the wrong advice;
+    - a periodicity at a ladder's own period: the ladder says it, with its cause."""
+    def same(a: Finding, b: Finding) -> bool:
+        return a.metric == b.metric and a.segment == b.segment
+
+    structures = [f for f in findings if f.kind in ("ladder", "multimodal")]
+    out = []
+    for f in findings:
+        if f.kind == "spike":
+            if any(same(f, g) and g.start_step <= f.start_step <= g.end_step and (
+                    g.kind == "ladder" or f.evidence["value"] <= g.evidence["end_level"])
+                    for g in findings if g.kind in ("ladder", "divergence")):
+                continue
+        elif f.kind == "divergence":
+            if any(same(f, g) and (top := _top(g)) is not None and f.evidence["end_level"] <= 1.25 * top
+                   and g.start_step <= f.start_step <= g.end_step + 0.1 * (g.end_step - g.start_step)
+                   for g in structures):
+                continue
+        elif f.kind == "periodicity":
+            if any(same(f, g) and g.kind == "ladder" and (period := _ladder_period(g)) and
+                   abs(f.evidence["period_steps"] - period) <= 0.15 * period for g in structures):
+                continue
+        out.append(f)
+    return out
+
+
+def _ladder_period(f: Finding) -> float | None:
+    """Steps from one reset of a ladder to the next."""
+    return f.evidence.get("recurrence_steps")
