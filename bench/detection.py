@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -74,11 +75,91 @@ def located(kind: str, f, truth: dict, span: int) -> bool:
     return True
 
 
+def judge(case, report) -> tuple[bool, bool, list[str]]:
+    """(found, located, false alarms) for one case of the second family: what a user would
+    need to see, and the alarms (warning or above) that no part of the truth explains."""
+    t = case.truth
+    warn = alarms(report)
+    of = {k: [f for f in report.findings if f.kind == k] for k in
+          {f.kind for f in report.findings}}
+    kind = case.kind
+    if kind == "clean":
+        return not warn, True, [f.kind for f in warn]
+    if kind == "lr_schedule":
+        per = [f for f in of.get("periodicity", []) if f.evidence.get("cause") == "lr_schedule"]
+        return bool(per) and not warn, bool(per) and abs(
+            per[0].evidence["period_steps"] - t["period"]) <= 0.05 * t["period"], [f.kind for f in warn]
+    if kind == "short_cycles":
+        hits = [f for f in warn if f.kind in ("ladder", "periodicity")]
+        return bool(hits), bool(hits), [f.kind for f in warn if f.kind not in ("ladder", "periodicity")]
+    if kind == "memorisation":
+        hits = [f for f in warn if f.kind == "periodicity"]
+        return bool(hits), bool(hits), [f.kind for f in warn if f.kind not in ("periodicity", "overfitting")]
+    hits = [f for f in report.findings if f.kind == kind and f.severity >= Severity.WARNING]
+    extra = [f.kind for f in warn if f.kind != kind]
+    if not hits:
+        return False, False, extra
+    f = hits[0]
+    if kind == "nonfinite":
+        ok = f.start_step == t["first_step"]
+    elif kind == "spike":
+        ok = any(abs(h.evidence["peak_step"] - t["step"]) <= 1 for h in hits)
+    elif kind == "divergence":
+        ok = abs(f.start_step - t["turn"]) <= 0.1 * t["span"]
+    elif kind == "ladder":
+        ok = f.evidence["cause"] == t["cause"]
+    elif kind == "periodicity":
+        ok = abs(f.evidence["period_steps"] - t["period"]) <= 0.05 * t["period"]
+    elif kind == "multimodal":
+        ok = len(f.evidence["modes"]) == t["modes"]
+    elif kind == "pipeline_stall":
+        ok = abs(f.start_step - t["turn"]) <= 100
+    else:
+        ok = True
+    return True, ok, extra
+
+
+def second_family(seeds: int, verbose: bool) -> int:
+    """The independently written family in bench/simlogs.py, read from text like a user's log."""
+    import simlogs
+
+    rows: dict[str, dict[str, int]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, case in enumerate(simlogs.cases(seeds)):
+            suffix = ".jsonl" if case.lines and case.lines[0].startswith("{\"") else ".log"
+            path = Path(tmp) / f"case{i}{suffix}"
+            path.write_text("\n".join(case.lines) + "\n")
+            report = analyze(read_log(path))
+            found, ok, extra = judge(case, report)
+            row = rows.setdefault(case.kind, {"cases": 0, "found": 0, "located": 0, "false": 0})
+            row["cases"] += 1
+            row["found"] += found
+            row["located"] += found and ok
+            row["false"] += bool(extra)
+            if verbose and (not found or not ok or extra):
+                why = "; ".join(f"{f.kind}/{f.severity.name}: {f.summary[:150]}" for f in report.findings[:4])
+                print(f"  {case.kind}/{case.name}: found={found} ok={ok} extra={extra} :: {why}")
+    print(f"\nsecond family (bench/simlogs.py, read from text) {'kind':14} {'cases':>5} {'recall':>7} "
+          f"{'located':>8} {'other alarms':>13}")
+    bad = 0
+    for kind, r in rows.items():
+        print(f"{'':48}{kind:14} {r['cases']:5d} {r['found'] / r['cases']:7.0%} "
+              f"{r['located'] / max(1, r['found']):8.0%} {r['false']:13d}")
+        bad += r["false"] + (r["cases"] - r["found"])
+    return bad
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--family", choices=("both", "synth", "sim"), default="both")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print each miss of the second family")
     args = ap.parse_args()
     t0 = time.perf_counter()
+    if args.family == "sim":
+        bad = second_family(args.seeds, args.verbose)
+        print(f"\n{time.perf_counter() - t0:.1f} s")
+        return 1 if bad else 0
     rows: dict[str, dict[str, int]] = {}
     for kind, curve in structure_cases(args.seeds):
         row = rows.setdefault(kind, {"cases": 0, "found": 0, "located": 0, "flags": 0})
@@ -144,8 +225,12 @@ def main() -> int:
             print(f"  {name:52} {'; '.join(f.kind for f in found) or 'silent'}")
     print("\nlocated: ladder start within 3 periods; mode count; period ±5 %; first non-finite step "
           "exact; spike ±3 steps; turn ±10 % of the run; queue drain ±3. flags: cause / harmonic")
+    sim_bad = 0
+    if args.family == "both":
+        print("\nsecond family (bench/simlogs.py):")
+        sim_bad = second_family(args.seeds, args.verbose)
     print(f"\n{time.perf_counter() - t0:.1f} s")
-    return 1 if false or real_false else 0
+    return 1 if false or real_false or sim_bad else 0
 
 
 if __name__ == "__main__":
