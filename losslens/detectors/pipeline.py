@@ -53,7 +53,10 @@ class PipelineStall(Detector):
         base = series.metric.removesuffix("_min").removesuffix("_mean")
         if series.metric.endswith("_mean"):
             return self._backlog(base, v, steps, series.segment)
-        return self._starved(base, v, steps, series.segment)
+        if series.metric.endswith("_min"):
+            return self._starved(base, v, steps, series.segment)
+        # a plain depth column (queue_depth, q_pre) can do either
+        return self._starved(base, v, steps, series.segment) + self._backlog(base, v, steps, series.segment)
 
     def _starved(self, base: str, v: np.ndarray, steps: np.ndarray, segment: int) -> list[Finding]:
         empty = v <= 0
@@ -78,17 +81,24 @@ class PipelineStall(Detector):
                          "stretches": len(long)}, segment)]
 
     def _backlog(self, base: str, v: np.ndarray, steps: np.ndarray, segment: int) -> list[Finding]:
-        half = v[len(v) // 2:]
-        start, end = float(np.median(v[:max(3, len(v) // 10)])), float(np.median(v[-max(3, len(v) // 10):]))
+        n = len(v)
+        start, end = float(np.median(v[:max(3, n // 10)])), float(np.median(v[-max(3, n // 10):]))
         if end < max(self.min_growth * max(start, 1.0), 10.0):
             return []
-        rho = spearman(half)
-        if rho < 0.8:
+        turn, slope = _hinge(v)
+        grown = v[turn:]
+        # still growing at the end: a queue that filled up to its bound and stays there is fine
+        if len(grown) < 5 or spearman(grown) < 0.8 or spearman(v[-max(5, n // 4):]) < 0.5:
             return []
-        summary = (f"queue {base} grows from {start:.3g} to {end:.3g} and keeps growing: the consumer "
-                   "cannot keep up (backlog; memory will run out if it is unbounded)")
-        return [Finding(self.name, Severity.WARNING, base, int(steps[0]), int(steps[-1]), summary,
-                        {"queue": base, "start": start, "end": end, "trend": round(rho, 3)}, segment)]
+        level = float(np.median(v[:turn])) if turn >= 3 else start
+        per_step = slope / max(1.0, float(np.median(np.diff(steps)))) if n > 1 else slope
+        summary = (f"queue {base} grows from {level:.3g} to {end:.3g} from step {int(steps[turn])} "
+                   f"(~{per_step:.3g} per step) and keeps growing: the consumer cannot keep up "
+                   "(backlog; memory will run out if it is unbounded)")
+        return [Finding(self.name, Severity.WARNING, base, int(steps[turn]), int(steps[-1]), summary,
+                        {"queue": base, "start": level, "end": end, "turn_step": int(steps[turn]),
+                         "growth_per_step": round(per_step, 4), "trend": round(spearman(grown), 3)},
+                        segment)]
 
     def _gaps(self, series: Series) -> list[Finding]:
         t, steps = series.values, series.steps
@@ -120,3 +130,22 @@ class PipelineStall(Detector):
         return [Finding(self.name, Severity.WARNING if hang else Severity.INFO, "time", at[0], at[-1],
                         summary, {"gaps_s": [round(float(x), 3) for x in dt[big][:50]], "steps": at[:50],
                                   "usual_s": usual}, series.segment)]
+
+
+def _hinge(v: np.ndarray) -> tuple[int, float]:
+    """Where a level turns into steady growth: the least-squares fit of a + b * max(0, i - c)
+    over candidate turns c (at most ~400 of them); (c, b)."""
+    n = len(v)
+    i = np.arange(n, dtype=float)
+    best, at, slope = np.inf, 0, 0.0
+    for c in np.unique(np.linspace(0, n - 5, min(n - 4, 400)).astype(int)):
+        x = np.maximum(0.0, i - c)
+        xm, vm = x.mean(), v.mean()
+        sxx = float(((x - xm) ** 2).sum())
+        if sxx <= 0:
+            continue
+        b = float(((x - xm) * (v - vm)).sum()) / sxx
+        sse = float(((v - vm - b * (x - xm)) ** 2).sum())
+        if b > 0 and sse < best:
+            best, at, slope = sse, int(c), b
+    return at, slope
