@@ -61,6 +61,11 @@ MM_HEAD = re.compile(r"\b(?:Epoch\((train|val|test)\)\s*\[(\d+)\]\[\s*(\d+)/(\d+
 TEST_HEAD = re.compile(r"(?:^|[\s\]])(?:Test:|Eval: data epoch: \[\d+\])\s+\[\s*\d+/\d+\]")
 # ProgressMeter's tab-separated 'Loss 6.9077e+00 (6.9077e+00)' fields (no colon)
 SPACED = re.compile(rf"^\s*([A-Za-z][\w@/.\-]*)\s+({NONFINITE}(?![A-Za-z])|{NUMBER})\b")
+# bare 'word number' fields, for printers with no ':' or '=' ('step 10 | loss 1.4021 | lr 1e-4',
+# 'step 10: loss 1.4021, tok/s 30512'): a field is whole 'key value' pairs and nothing else
+FIELD_CUT = re.compile(r"\s*(?:[|,;\t]|\s{2,}|\s-\s|(?<=\d):\s)\s*")
+WORD_PAIR = re.compile(rf"([A-Za-z_][\w/.\-@]*)\s+({NONFINITE}(?![A-Za-z])|{NUMBER})([A-Za-z%]+)?(?=\s|$)",
+                       re.IGNORECASE)
 EVAL_HEAD = re.compile(r"\[Eval batch=\d+/\d+\]")
 TORCHTUNE = re.compile(r"^\s*(\d+)\|(\d+)\|Loss: ")
 WORD = re.compile(r"[A-Za-z]{2,}")
@@ -93,6 +98,21 @@ def colon_pairs(line: str) -> list[tuple[str, str]]:
         if unit and parse_number(text) is None:
             text = number  # an unknown unit ('9.12GiB'): the number as written
         out.append((_key(key), text))
+    if not any(_is_metric(canonical(k)) for k, _ in out):
+        out.extend(_word_pairs(line))
+    return out
+
+
+def _word_pairs(line: str) -> list[tuple[str, str]]:
+    """'key value' pairs of fields made of nothing else (see WORD_PAIR)."""
+    out = []
+    for field in FIELD_CUT.split(line.strip()):
+        pairs = list(WORD_PAIR.finditer(field))
+        if pairs and sum(m.end() - m.start() for m in pairs) + len(pairs) - 1 == len(field) and all(
+                pairs[i].end() + 1 == pairs[i + 1].start() for i in range(len(pairs) - 1)):
+            for m in pairs:
+                text = m.group(2) + (m.group(3) or "")
+                out.append((m.group(1), text if parse_number(text) is not None else m.group(2)))
     return out
 
 
