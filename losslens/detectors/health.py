@@ -77,8 +77,10 @@ class NonFinite(Detector):
     def _frozen(self, series: Series) -> list[Finding]:
         """The same loss value logged again and again after it varied: a NaN hidden by the logger.
         A loss printed to few decimals repeats values by itself: a run counts only when the
-        repeat rate of the records before it (the print precision against the noise) makes it
-        unlikely, chance < 1 % over the log."""
+        repeat rate of the records before or after it (the print precision against the noise,
+        the higher of the two: a loss that flattens below the precision repeats more as it does)
+        makes it unlikely, chance < 1 % over the log; and not when the records around it move by
+        one print quantum at most (the noise is below the precision)."""
         v, steps = series.values, series.steps
         # (a run of inf is not hidden: the non-finite finding above already says it)
         same = np.concatenate([[False], (v[1:] == v[:-1]) & np.isfinite(v[1:])])
@@ -88,18 +90,38 @@ class NonFinite(Detector):
             length = int(b - start)
             if length < self.frozen_records or start <= 0 or np.ptp(v[:start + 1]) <= 0:
                 continue
-            before = same[max(1, start - max(50, 10 * length)):start]
-            rate = float(before.mean()) if len(before) else 0.0
+            # the repeat rate around the run, on the side where it is highest: a loss that
+            # flattens out below the print precision repeats more and more as it does
+            w = max(50, 10 * length)
+            around = [same[max(1, start - w):start], same[b + 1:b + 1 + w]]
+            rate = max((float(x.mean()) for x in around if len(x) >= min(20, w)), default=0.0)
             if len(v) * rate ** (length - 1) >= 0.01:
                 continue  # the print precision repeats values this often
+            if _below_precision(v, start, b, w):
+                continue
             summary = (f"loss is frozen at {_fmt(v[start])} for {length} records from step "
                        f"{int(steps[start])}: a NaN hidden by the logger (HF "
                        "logging_nan_inf_filter) or a stalled optimizer")
             return [Finding(self.name, Severity.WARNING, "loss", int(steps[start]),
                             int(steps[b - 1]), summary,
                             {"frozen_value": float(v[start]), "records": length,
-                             "repeat_rate_before": round(rate, 4)}, series.segment)]
+                             "repeat_rate_around": round(rate, 4)}, series.segment)]
         return []
+
+
+def _below_precision(v: np.ndarray, start: int, end: int, w: int) -> bool:
+    """The records around a constant run move by at most one print quantum (the smallest step
+    between two logged values): the noise is below the print precision and a flat stretch of
+    the curve prints as one value, however long."""
+    finite = v[np.isfinite(v)]
+    steps = np.abs(np.diff(finite))
+    steps = steps[steps > 0]
+    if not len(steps):
+        return False
+    quantum = float(steps.min())
+    around = np.concatenate([v[max(0, start - w):start + 1], v[end - 1:end + w]])
+    moves = np.abs(np.diff(around[np.isfinite(around)]))
+    return len(moves) >= 10 and float(np.mean(moves <= 1.5 * quantum)) >= 0.9
 
 
 class Spike(Detector):
