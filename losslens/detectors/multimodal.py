@@ -97,9 +97,30 @@ class Multimodal(Detector):
             sds = np.concatenate([sds[:i], merged[2], sds[i + 2:]])
         if len(means) < 2:
             return []
+        # in like proportions all along: a band that is one stretch of the run (a curve the
+        # de-trending could not follow, a fast early fall) plus a few stray draws in heavy-tailed
+        # noise is not a band the batches switch between; each band holds at least a third of its
+        # overall share in three quarters of the run out of four. A band that does not is merged
+        # into its nearest neighbour (one band whose level wanders, fitted by two Gaussians).
+        while True:
+            label = np.argmin(np.abs(r[:, None] - means[None, :]), axis=1)
+            overall = np.bincount(label, minlength=len(means)) / len(label)
+            quarters = np.array([np.bincount(q, minlength=len(means)) / len(q)
+                                 for q in np.array_split(label, 4)])
+            uneven = np.flatnonzero((quarters >= overall / 3).sum(axis=0) < 3)
+            if not len(uneven) or len(means) < 2:
+                break
+            i = int(uneven[0])
+            lower = i == len(means) - 1 or (i > 0 and means[i] - means[i - 1] < means[i + 1] - means[i])
+            j = i - 1 if lower else i
+            merged = _merge(weights[j:j + 2], means[j:j + 2], sds[j:j + 2], math.inf)
+            weights = np.concatenate([weights[:j], merged[0], weights[j + 2:]])
+            means = np.concatenate([means[:j], merged[1], means[j + 2:]])
+            sds = np.concatenate([sds[:j], merged[2], sds[j + 2:]])
+        if len(means) < 2:
+            return []
         # bands the metric keeps switching between, not a one-off stretch at another level (the
         # warm-up's fall, a level shift): every band is met all along the run, more than once
-        label = np.argmin(np.abs(r[:, None] - means[None, :]), axis=1)
         for b in range(len(means)):
             at = np.flatnonzero(label == b)
             visits = 1 + int(np.sum(np.diff(at) > 1)) if at.size else 0
