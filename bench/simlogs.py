@@ -194,6 +194,15 @@ def clean_cases(seed: int) -> Iterator[Case]:
     loss = (4 * np.exp(-t / 100) + 1.5) * np.exp(rng.normal(0, 0.02, 300))
     log = Logger(style=style)
     yield Case("clean", "fast-decay", log.lines(log.records(loss, np.full(300, 1e-4), rng)), {})
+    # short pasted logs (15–60 records) of healthy runs: a fast early fall, a warm-up then a fall
+    for nk in NOISES:
+        records = int(rng.integers(15, 61))
+        every = int(rng.choice([1, 10]))
+        n = records * every
+        sched = ("constant", "cosine")[NOISES.index(nk) % 2]
+        loss, lr = _run(rng, n, sched, nk, 0.03 * math.sqrt(every), warmup=n // 10 * (NOISES.index(nk) % 2))
+        log = Logger(every=every, style=style)
+        yield Case("clean", f"short-{records}/{nk}", log.lines(log.records(loss, lr, rng)), {})
     # a crash resumed from an earlier checkpoint, and records printed twice
     n = 2000
     loss, lr = _run(rng, n, "cosine", "ar", 0.03, warmup=100)
@@ -284,7 +293,8 @@ def sawtooth(seed: int, period: int) -> Case:
 
 
 def short_sawtooth(seed: int) -> Case:
-    """A pasted log of 15–40 records: a few cycles of an accelerating climb and a reset."""
+    """A pasted log of 15–40 records: a few cycles of an accelerating climb and a reset (the
+    pattern is per logged record; with logging every 10 steps each record averages 10 steps)."""
     rng = np.random.default_rng(60_000 + seed)
     cycle = int(rng.integers(4, 9))
     cycles = int(rng.integers(3, max(4, 40 // cycle) + 1))
@@ -292,10 +302,11 @@ def short_sawtooth(seed: int) -> Case:
     j = np.arange(n) % cycle
     base = rng.uniform(0.8, 2.0) * (1 - 0.1 * np.arange(n) / n)
     loss = base * (1 + rng.uniform(0.8, 2.0) * (j / (cycle - 1)) ** rng.uniform(1.5, 2.5))
-    loss = loss * np.exp(rng.normal(0, 0.02, n))
-    log = Logger(every=int(rng.choice([1, 10])), style=STYLES[seed % 4])
-    return Case("short_cycles", f"short-{n}x{cycle}", log.lines(log.records(loss, np.full(n, 1e-4), rng)),
-                {"period_records": cycle})
+    every = int(rng.choice([1, 10]))
+    per_step = np.repeat(loss, every) * np.exp(rng.normal(0, 0.02 * math.sqrt(every), n * every))
+    log = Logger(every=every, style=STYLES[seed % 4])
+    return Case("short_cycles", f"short-{n}x{cycle}",
+                log.lines(log.records(per_step, np.full(n * every, 1e-4), rng)), {"period_records": cycle})
 
 
 def bands(seed: int) -> Case:

@@ -160,7 +160,7 @@ def analyze_log(log: LogData, detectors: tuple[Detector, ...] = REGISTRY,
                     findings.extend(result)
     if big:
         progress.report(f"analysing {log.train.height:,} records", len(detectors), len(detectors))
-    findings = _with_lines(_explained(findings), log)
+    findings = _with_lines(_memorising(_explained(findings)), log)
     findings.sort(key=lambda f: (-int(f.severity), f.start_step, f.kind, f.metric))
     report = Report(source=log.source, format=log.format, lines=log.lines.as_dict(),
                   skipped_reasons=dict(log.lines.skipped), steps=steps,
@@ -198,7 +198,17 @@ def _top(f: Finding) -> float | None:
         return max((max(e["values"]) for e in f.evidence.get("clearest", [])), default=None)
     if f.kind == "multimodal":
         return max(f.evidence.get("modes", []), default=None)
-    return None
+    return f.evidence.get("cycle_top")  # the cycles of a short log
+
+
+def _at_cycle_peak(spike: Finding, cycles: Finding) -> bool:
+    """A spike at (within a record of) the peak of a cycle found in a short log."""
+    peaks = cycles.evidence.get("cycle_peaks")
+    if not peaks:
+        return False
+    record = cycles.evidence["period_steps"] / cycles.evidence["period_records"]
+    at = spike.evidence.get("peak_step", spike.start_step)
+    return any(abs(at - p) <= 1.01 * record for p in peaks)
 
 
 def _explained(findings: list[Finding]) -> list[Finding]:
@@ -208,17 +218,26 @@ def _explained(findings: list[Finding]) -> list[Finding]:
     - a divergence whose rise stays within what a ladder or the bands reach, from inside their
       stretch: composition (an epoch's tail of one bucket, a ladder cut off by the end of the
       log), where "lower the LR" would be the wrong advice;
-    - a periodicity at a ladder's own period: the ladder says it, with its cause."""
+    - a periodicity at a ladder's own period: the ladder says it, with its cause;
+    - in a short log, a spike at a cycle's peak is that cycle, a divergence within the cycles'
+      top is their climb, and a ladder over some of the cycles is those cycles (unless it names
+      an accumulator: then the ladder says it);
+    - bands of a loss that repeats with the logged LR are the schedule's phases: information."""
     def same(a: Finding, b: Finding) -> bool:
         return a.metric == b.metric and a.segment == b.segment
 
-    structures = [f for f in findings if f.kind in ("ladder", "multimodal")]
+    structures = [f for f in findings if f.kind in ("ladder", "multimodal") or "cycle_top" in f.evidence]
+
+    def g_cycles(f: Finding) -> bool:  # the cycles of a short log on f's series
+        return any(same(f, g) and "cycle_top" in g.evidence for g in structures)
     out = []
     for f in findings:
         if f.kind == "spike":
             if any(same(f, g) and g.start_step <= f.start_step <= g.end_step and (
                     g.kind == "ladder" or f.evidence["value"] <= g.evidence["end_level"])
                     for g in findings if g.kind in ("ladder", "divergence")):
+                continue
+            if any(same(f, g) and _at_cycle_peak(f, g) for g in structures):
                 continue
         elif f.kind == "divergence":
             if any(same(f, g) and (top := _top(g)) is not None and f.evidence["end_level"] <= 1.25 * top
@@ -229,7 +248,50 @@ def _explained(findings: list[Finding]) -> list[Finding]:
             if any(same(f, g) and g.kind == "ladder" and (period := _ladder_period(g)) and
                    abs(f.evidence["period_steps"] - period) <= 0.15 * period for g in structures):
                 continue
+            if "cycle_top" in f.evidence and any(
+                    same(f, g) and g.kind == "ladder" and g.evidence.get("cause") == "accumulator"
+                    for g in structures):
+                continue
+        elif f.kind == "ladder" and g_cycles(f) and f.evidence.get("cause") != "accumulator":
+            continue
+        elif f.kind == "multimodal" and (lr := next(
+                (g for g in findings if same(f, g) and g.kind == "periodicity"
+                 and g.evidence.get("cause") == "lr_schedule"), None)):
+            # the loss moves with the LR's restarts: high-LR and low-LR phases are the bands
+            f = dataclasses.replace(
+                f, severity=Severity.INFO, evidence={**f.evidence, "cause": "lr_schedule"},
+                summary=f.summary.split("; ", 1)[0] + f"; the logged LR repeats every ~"
+                f"{lr.evidence['period_steps']:.4g} steps with the loss: its restarts explain the bands")
         out.append(f)
+    return out
+
+
+def _memorising(findings: list[Finding]) -> list[Finding]:
+    """An epoch-periodic loss (drops at each epoch start, or a sawtooth at the epoch length) is
+    information alone: several passes over the data do that. Strong (a third of the de-trended
+    variance, or drops of 10 % and more) and with the eval loss rising from its best (the
+    overfitting finding), it is the model memorising its training set: a warning."""
+    rising = [f for f in findings if f.kind == "overfitting"]
+    out = []
+    for f in findings:
+        epochal = f.kind == "periodicity" and f.evidence.get("cause") == "epoch"
+        strength = max(f.evidence.get("share_of_variance", 0.0),
+                       float(np.median(f.evidence["drops"])) * 10 / 3 if "drops" in f.evidence else 0.0)
+        if not (epochal and strength >= 1 / 3 and f.severity < Severity.WARNING):
+            out.append(f)
+            continue
+        ev = next((g for g in rising if g.segment == f.segment), None)
+        if ev is None:
+            out.append(f)
+            continue
+        rise = ev.evidence["last"] / ev.evidence["best"] - 1 if ev.evidence["best"] > 0 else float("inf")
+        head = f.summary.split(" (expected with several epochs", 1)[0].split("; ", 1)[0]
+        summary = (f"{head}; and the eval loss is up {rise:.0%} from its best (step "
+                   f"{ev.evidence['best_step']}): the model is memorising its training set (stop at "
+                   f"the best eval step, add data or regularisation)")
+        evidence = {**f.evidence, "cause": "memorisation", "eval_best_step": ev.evidence["best_step"],
+                    "eval_rise": round(rise, 4)}
+        out.append(dataclasses.replace(f, severity=Severity.WARNING, summary=summary, evidence=evidence))
     return out
 
 

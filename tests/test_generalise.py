@@ -108,3 +108,162 @@ def test_nyquist_line_of_red_noise_is_not_a_period() -> None:
     means = loss.reshape(-1, 10).mean(axis=1)
     assert of(analyze(from_arrays(np.arange(10, 12_001, 10), loss=means)), "periodicity") == []
 
+
+
+def epochs_jsonl(eval_rises: bool, per: int = 300, epochs: int = 5) -> list[str]:
+    """A JSON-lines log of several epochs over a small dataset: the train loss drops at each epoch
+    start (the model has seen those samples) and an eval loss is written at each epoch's end."""
+    import json
+
+    rng = np.random.default_rng(11)
+    n = per * epochs
+    t = np.arange(n)
+    e = t // per
+    loss = (1.2 + 1.8 * np.exp(-t / 400)) * (1 - 0.16 * e) * (1 + 0.12 * (t % per) / per)
+    loss = loss * np.exp(rng.normal(0, 0.03, n))
+    lines = [json.dumps({"step": int(i), "loss": round(float(loss[i - 5:i].mean()), 4),
+                         "epoch": round(i / per, 3)}) for i in range(5, n + 1, 5)]
+    for k in range(epochs):
+        ev = 2.0 - 0.2 * min(k, 1) + (0.15 * max(0, k - 1) if eval_rises else -0.05 * k)
+        lines.append(json.dumps({"step": (k + 1) * per, "eval/loss": round(ev, 4)}))
+    return lines
+
+
+def test_epoch_sawtooth_with_a_rising_eval_loss_is_memorisation(tmp_path: Path) -> None:
+    path = tmp_path / "epochs.jsonl"
+    path.write_text("\n".join(epochs_jsonl(eval_rises=True)) + "\n")
+    (f,) = of(analyze(read_log(path)), "periodicity")
+    assert f.severity == Severity.WARNING and f.evidence["cause"] == "memorisation"
+    assert f.evidence["eval_best_step"] == 600
+    assert f.evidence["eval_rise"] == pytest.approx(0.45 / 1.8, abs=1e-3)
+    assert "memorising its training set" in f.summary and "up 25% from its best (step 600)" in f.summary
+
+
+def test_the_same_sawtooth_with_a_falling_eval_loss_is_information(tmp_path: Path) -> None:
+    path = tmp_path / "epochs.jsonl"
+    path.write_text("\n".join(epochs_jsonl(eval_rises=False)) + "\n")
+    report = analyze(read_log(path))
+    assert [f.evidence.get("cause") for f in of(report, "periodicity")] == ["epoch"]
+    assert alarms(report) == []
+
+
+def test_a_backlog_is_reported_from_its_turn_not_from_step_0() -> None:
+    rng = np.random.default_rng(4)
+    steps = np.arange(0, 20_000, 10)
+    depth = rng.integers(2, 8, len(steps)).astype(float)
+    grow = steps >= 10_000
+    depth[grow] += 0.05 * (steps[grow] - 10_000) + rng.normal(0, 3, grow.sum())
+    loss = 2.0 + 0.3 * np.exp(-steps / 5000) + rng.normal(0, 0.02, len(steps))
+    (f,) = of(analyze(from_arrays(steps, loss=loss, queue_depth=depth)), "pipeline_stall")
+    assert abs(f.start_step - 10_000) <= 300 and f.evidence["turn_step"] == f.start_step
+    assert f.evidence["growth_per_step"] == pytest.approx(0.05, rel=0.1)
+    assert f.evidence["start"] == pytest.approx(5, abs=1.5) and f.end_step == 19_990
+
+
+def test_a_queue_that_fills_to_its_bound_is_not_a_backlog() -> None:
+    rng = np.random.default_rng(4)
+    steps = np.arange(0, 20_000, 10)
+    depth = np.minimum(64, 2 + 0.01 * steps) + rng.normal(0, 1, len(steps))
+    loss = 2.0 + rng.normal(0, 0.02, len(steps))
+    assert of(analyze(from_arrays(steps, loss=loss, queue_depth=depth)), "pipeline_stall") == []
+
+
+def sawtooth_lines(style: str, cycle: int, cycles: int, seed: int) -> list[str]:
+    """A pasted log of a few cycles of a group-by-length sawtooth: within a cycle the loss climbs,
+    faster and faster, then resets (each cycle a pass over length-sorted buckets)."""
+    rng = np.random.default_rng(seed)
+    n = cycle * cycles
+    j = np.arange(n) % cycle
+    loss = 1.4 * (1 - 0.1 * np.arange(n) / n) * (1 + 1.2 * (j / (cycle - 1)) ** 2)
+    loss = loss * np.exp(rng.normal(0, 0.02, n))
+    out = []
+    for i, x in enumerate(loss):
+        step = 10 * (i + 1)
+        if style == "kv":  # a bare training script's print
+            out.append(f"step {step} | loss {x:.4f} | lr 1.00e-04 | tok/s 30512")
+        elif style == "colon":  # a Python logging line
+            out.append(f"2024-05-01 10:{i // 60:02d}:{i % 60:02d},123 - INFO - step: {step}, loss: {x:.4f}")
+        else:  # Hugging Face Trainer stdout
+            out.append(f"{{'loss': {x:.4f}, 'grad_norm': 1.02, 'learning_rate': 0.0001, "
+                       f"'epoch': {i / n:.2f}}}")
+    return out
+
+
+@pytest.mark.parametrize(("style", "cycle", "cycles"), [("kv", 5, 6), ("colon", 7, 4), ("hf", 4, 5)])
+def test_a_short_log_with_three_or_more_cycles_is_a_cycle_not_a_spike(
+        tmp_path: Path, style: str, cycle: int, cycles: int) -> None:
+    path = tmp_path / "pasted.log"
+    path.write_text("\n".join(sawtooth_lines(style, cycle, cycles, seed=cycle)) + "\n")
+    report = analyze(read_log(path))
+    assert report.lines["parsed"] == cycle * cycles
+    (f,) = of(report, "periodicity")
+    assert f.evidence["period_records"] == cycle and f.evidence["cycles"] == cycles
+    assert f.evidence["method"] == "short-log folding" and f.evidence["cause"] == "data_order"
+    assert len(f.evidence["cycle_peaks"]) == cycles and min(f.evidence["agreement"]) >= 0.5
+    assert f.severity == Severity.ERROR and f"repeats a cycle of {cycle} records" in f.summary
+    assert alarms(report) == ["periodicity"]  # no spike at a cycle's peak, no divergence
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_short_healthy_log_has_no_cycle(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(15, 64))
+    t = np.arange(n)
+    e = np.zeros(n)
+    for i in range(1, n):  # autocorrelated batches
+        e[i] = (0.8 if seed % 2 else 0.0) * e[i - 1] + rng.normal(0, 0.03)
+    loss = (4 * np.exp(-t / rng.uniform(5, 30)) + 1.5) * np.exp(e)
+    report = analyze(from_arrays(10 * (t + 1), loss=loss))
+    assert of(report, "periodicity") == [] and alarms(report) == []
+
+
+def test_a_loss_printed_to_two_decimals_that_flattens_is_not_frozen() -> None:
+    # logged every 10 steps (means of 10), printed '%.2f': at the floor the noise is below 0.01
+    rng = np.random.default_rng(2)
+    t = np.arange(25_000)
+    loss = (1.9 + 0.3 * np.exp(-t / 4000)) * np.exp(rng.normal(0, 0.004, len(t)))
+    printed = np.round(loss.reshape(-1, 10).mean(axis=1), 2)
+    report = analyze(from_arrays(np.arange(10, 25_001, 10), loss=printed))
+    assert of(report, "nonfinite") == [] and alarms(report) == []
+
+
+def test_a_frozen_loss_printed_to_two_decimals_above_the_noise_is_found() -> None:
+    rng = np.random.default_rng(2)
+    loss = np.round(2.0 * np.exp(rng.normal(0, 0.03, 600)), 2)  # noise of ~6 print quanta
+    loss[400:] = loss[399]  # the logger repeats its last value (a hidden NaN)
+    (f,) = of(analyze(from_arrays(np.arange(600), loss=loss)), "nonfinite")
+    assert f.start_step == 399 and f.evidence["records"] == 201
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_fast_early_fall_in_heavy_tailed_noise_has_no_bands(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    t = np.arange(300)
+    loss = (4 * np.exp(-t / 100) + 1.5) * np.exp(rng.standard_t(3, 300) * 0.02)
+    report = analyze(from_arrays(5 * (t + 1), loss=loss))
+    assert of(report, "multimodal") == [] and alarms(report) == []
+
+
+def test_sgdr_bands_are_the_schedule(tmp_path: Path) -> None:
+    # restarts with the LR logged: if the loss falls into bands, they are its high/low-LR phases
+    path = tmp_path / "sgdr.log"
+    path.write_text("\n".join(sgdr_lines(500, lr_logged=True)) + "\n")
+    report = analyze(read_log(path))
+    assert all(f.severity == Severity.INFO and f.evidence["cause"] == "lr_schedule"
+               for f in report.findings if f.kind in ("multimodal", "periodicity"))
+
+
+@pytest.mark.parametrize("line", [
+    "step {s} | loss {x:.4f} | lr 1.00e-04 | tok/s 30512",
+    "step {s}: loss {x:.4f}, lr 1.00e-04, grad_norm 0.98",
+    "Step {s} - loss {x:.4f} - lr 1e-4",
+    "iter {s} loss {x:.4f} lr 0.0001",
+])
+def test_bare_word_number_fields_read(tmp_path: Path, line: str) -> None:
+    path = tmp_path / "plain.log"
+    rows = [line.format(s=10 * i, x=3.0 - 0.01 * i) for i in range(1, 41)]
+    path.write_text("Loading 8 shards from /data\n" + "\n".join(rows) + "\n")
+    log = read_log(path)
+    assert log.lines.as_dict() == {"total": 41, "parsed": 40, "skipped": 1, "blank": 0}
+    assert log.train["step"].to_list()[:3] == [10, 20, 30]
+    assert log.train["loss"].to_list()[-1] == pytest.approx(2.6)
