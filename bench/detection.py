@@ -91,7 +91,9 @@ def judge(case, report) -> tuple[bool, bool, list[str]]:
             per[0].evidence["period_steps"] - t["period"]) <= 0.05 * t["period"], [f.kind for f in warn]
     if kind == "short_cycles":
         hits = [f for f in warn if f.kind in ("ladder", "periodicity")]
-        return bool(hits), bool(hits), [f.kind for f in warn if f.kind not in ("ladder", "periodicity")]
+        located = any(f.evidence.get("period_records") == t["period_records"] or f.kind == "ladder"
+                      for f in hits)
+        return bool(hits), located, [f.kind for f in warn if f.kind not in ("ladder", "periodicity")]
     if kind == "memorisation":
         hits = [f for f in warn if f.kind == "periodicity"]
         return bool(hits), bool(hits), [f.kind for f in warn if f.kind not in ("periodicity", "overfitting")]

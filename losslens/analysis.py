@@ -218,7 +218,8 @@ def _explained(findings: list[Finding]) -> list[Finding]:
     - a divergence whose rise stays within what a ladder or the bands reach, from inside their
       stretch: composition (an epoch's tail of one bucket, a ladder cut off by the end of the
       log), where "lower the LR" would be the wrong advice;
-    - a periodicity at a ladder's own period: the ladder says it, with its cause;
+    - a periodicity at a ladder's own period (or 2 or 3 times it): the ladder says it, with its
+      cause; a divergence in the ladder's last climb, cut off by the end of the log, is that climb;
     - in a short log, a spike at a cycle's peak is that cycle, a divergence within the cycles'
       top is their climb, and a ladder over some of the cycles is those cycles (unless it names
       an accumulator: then the ladder says it);
@@ -241,12 +242,14 @@ def _explained(findings: list[Finding]) -> list[Finding]:
                 continue
         elif f.kind == "divergence":
             if any(same(f, g) and (top := _top(g)) is not None and f.evidence["end_level"] <= 1.25 * top
-                   and g.start_step <= f.start_step <= g.end_step + 0.1 * (g.end_step - g.start_step)
+                   and g.start_step <= f.start_step <= g.end_step + max(
+                       0.1 * (g.end_step - g.start_step), 1.5 * (_ladder_period(g) or 0))
                    for g in structures):
                 continue
         elif f.kind == "periodicity":
             if any(same(f, g) and g.kind == "ladder" and (period := _ladder_period(g)) and
-                   abs(f.evidence["period_steps"] - period) <= 0.15 * period for g in structures):
+                   any(abs(f.evidence["period_steps"] - m * period) <= 0.15 * m * period for m in (1, 2, 3))
+                   for g in structures):
                 continue
             if "cycle_top" in f.evidence and any(
                     same(f, g) and g.kind == "ladder" and g.evidence.get("cause") == "accumulator"

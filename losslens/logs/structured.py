@@ -255,8 +255,8 @@ TQDM = re.compile(r"(\d+)/(\d+) \[[^\]]*?(?:it/s|s/it)\]")
 
 class _HFParser(RegexLineParser):
     """Dict lines among tqdm bars. The step is the training bar's count when the dict was
-    printed; with buffered stdout (nohup) many dicts land after one bar, and then the step is
-    rebuilt from the logging interval (see ``finish``)."""
+    printed, or the dict's own 'step'; with buffered stdout (nohup) many dicts land after one bar,
+    and then the step is rebuilt from the logging interval (see ``finish``)."""
 
     noise = COMMON_NOISE
 
@@ -265,6 +265,7 @@ class _HFParser(RegexLineParser):
         self.bars: dict[int, list[int]] = {}  # total -> [updates, last count]
         self.train: list[dict[str, Any]] = []
         self.evals: list[dict[str, Any]] = []
+        self.own_steps = False
 
     def _track_bar(self, text: str) -> None:
         for m in TQDM.finditer(text):
@@ -297,7 +298,10 @@ class _HFParser(RegexLineParser):
             if isinstance(obj, dict):
                 n_train, n_eval = len(self.sink.train), len(self.sink.eval)
                 r = emit_mapping(self.sink, lineno, obj, step=self.bar_step)
-                self.train += self.sink.train[n_train:]
+                new = self.sink.train[n_train:]
+                # a dict with its own step ('step': 300, as TRL and custom callbacks print)
+                self.own_steps |= any(x["step"] is not None and x["step"] != self.bar_step for x in new)
+                self.train += new
                 self.evals += self.sink.eval[n_eval:]
                 reason = None if r is None or reason is None else r
         self._track_bar(line[pos:])
@@ -305,8 +309,8 @@ class _HFParser(RegexLineParser):
 
     def finish(self) -> None:
         steps = [r["step"] for r in self.train]
-        if None in steps or all(b > a for a, b in zip(steps, steps[1:], strict=False)):
-            return
+        if self.own_steps or None in steps or all(b > a for a, b in zip(steps, steps[1:], strict=False)):
+            return  # (steps the dicts print themselves are kept: a step going back is a restart)
         # buffered output: records logged every `interval` steps, the last near the bar's end
         last = max(max(s for s in steps if s is not None), self.bar_step or 0)
         interval = max(1, round(last / len(steps)))
