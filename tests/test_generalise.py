@@ -267,3 +267,15 @@ def test_bare_word_number_fields_read(tmp_path: Path, line: str) -> None:
     assert log.lines.as_dict() == {"total": 41, "parsed": 40, "skipped": 1, "blank": 0}
     assert log.train["step"].to_list()[:3] == [10, 20, 30]
     assert log.train["loss"].to_list()[-1] == pytest.approx(2.6)
+
+
+def test_hf_dicts_with_their_own_step_keep_it_across_a_restart(tmp_path: Path) -> None:
+    # a run resumed from the checkpoint 30 steps back prints those steps again
+    steps = [*range(1, 300), *range(270, 400)]
+    rows = [f"{{'loss': {2.0 - 0.001 * s:.4f}, 'learning_rate': 1e-4, 'step': {s}}}" for s in steps]
+    path = tmp_path / "resumed.log"
+    path.write_text("\n".join(rows) + "\n")
+    log = read_log(path)
+    assert log.format == "hf" and not any("buffered" in n for n in log.notes)
+    first, second = (log.train.filter(log.train["segment"] == k)["step"].to_list() for k in (0, 1))
+    assert (first[0], first[-1], second[0], second[-1]) == (1, 299, 270, 399)
