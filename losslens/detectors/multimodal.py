@@ -35,6 +35,14 @@ def _merge(weights: np.ndarray, means: np.ndarray, sds: np.ndarray, min_separati
     return np.array(w), np.array(m), np.array(s)
 
 
+def _merge_pair(weights: np.ndarray, means: np.ndarray, sds: np.ndarray, i: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bands ``i`` and ``i + 1`` made one."""
+    merged = _merge(weights[i:i + 2], means[i:i + 2], sds[i:i + 2], math.inf)
+    return tuple(np.concatenate([x[:i], m, x[i + 2:]])  # type: ignore[return-value]
+                 for x, m in zip((weights, means, sds), merged, strict=True))
+
+
 class Multimodal(Detector):
     """The de-trended loss falls into separated bands (a Gaussian mixture chosen by BIC, modes
     merged when close); `harmonic` when the bands stand at ~1:2:3 of the first.
@@ -91,10 +99,7 @@ class Multimodal(Detector):
             if not flat:
                 break
             i = flat[0]
-            merged = _merge(weights[i:i + 2], means[i:i + 2], sds[i:i + 2], math.inf)
-            weights = np.concatenate([weights[:i], merged[0], weights[i + 2:]])
-            means = np.concatenate([means[:i], merged[1], means[i + 2:]])
-            sds = np.concatenate([sds[:i], merged[2], sds[i + 2:]])
+            weights, means, sds = _merge_pair(weights, means, sds, i)
         if len(means) < 2:
             return []
         # in like proportions all along: a band that is one stretch of the run (a curve the
@@ -113,10 +118,7 @@ class Multimodal(Detector):
             i = int(uneven[0])
             lower = i == len(means) - 1 or (i > 0 and means[i] - means[i - 1] < means[i + 1] - means[i])
             j = i - 1 if lower else i
-            merged = _merge(weights[j:j + 2], means[j:j + 2], sds[j:j + 2], math.inf)
-            weights = np.concatenate([weights[:j], merged[0], weights[j + 2:]])
-            means = np.concatenate([means[:j], merged[1], means[j + 2:]])
-            sds = np.concatenate([sds[:j], merged[2], sds[j + 2:]])
+            weights, means, sds = _merge_pair(weights, means, sds, j)
         if len(means) < 2:
             return []
         # bands the metric keeps switching between, not a one-off stretch at another level (the
