@@ -506,7 +506,7 @@ def _follow(log: str, watcher, view, exit_at: Severity | None, interval: float, 
     stop = threading.Event()
     code, last = ExitCode.OK, 0.0
     try:
-        for batch in lines_from(log, interval, stop):
+        for batch in lines_from(log, interval, stop, watcher.notes):
             if batch is None:  # end of standard input: settle and stop
                 watcher.finish_input()
                 for _ in range(max(1, confirm)):
@@ -518,6 +518,7 @@ def _follow(log: str, watcher, view, exit_at: Severity | None, interval: float, 
             if due and time.monotonic() - last >= interval:
                 last = time.monotonic()
                 code = max(code, view.show(watcher.analyse(), exit_at))
+            view.notes()
             view.refresh()
             _stdout_gone()
             if code == ExitCode.FINDINGS:

@@ -32,6 +32,7 @@ from losslens.logs.names import canonical
 from losslens.logs.reader import _assemble, feed_ranked, strips
 from losslens.logs.records import Accounting, Sink
 
+SNIFF_MAX = 2000  # lines held before the format is known; then kv is assumed
 SNIFF_AFTER = 20  # non-blank lines before the format is guessed
 _BREAK = re.compile(rb"\r(?!\n)|\n")
 
@@ -50,10 +51,23 @@ def complete_lines(data: bytes) -> tuple[list[bytes], bytes]:
     return lines, data[start:]
 
 
-class Follower:
-    """Yields complete lines of ``path`` as they are appended, across rotation and truncation."""
+HEAD_BYTES = 1024  # the file's first bytes, kept to recognise it (a rewrite changes them)
 
-    def __init__(self, path: str, interval: float = 0.5, max_bytes: int = 1 << 20):
+
+class Follower:
+    """Yields complete lines of ``path`` as they are appended, across rotation and truncation.
+
+    The file is known by its identity (device, inode), its size and its first bytes. A new
+    identity at the path is a rotation: the old file is drained to its end (it will not grow
+    again), and a generation rotated away before it was ever opened (two rotations within one
+    poll) is read whole from ``path.1`` when that is neither file. A size below the offset read is
+    a truncation (copytruncate): the bytes written between the last read and the copy are taken
+    from ``path.1`` when it starts with the same bytes, and read again from 0 otherwise; changed
+    first bytes at the same size or larger are a truncation followed by a larger rewrite. What
+    cannot be recovered is said in ``notes`` (a possible loss), never dropped silently."""
+
+    def __init__(self, path: str, interval: float = 0.5, max_bytes: int = 1 << 20,
+                 notes: list[str] | None = None):
         self.path = path
         self.max_bytes = max_bytes  # read at most this much per poll: memory stays flat
         self.more = False  # the last poll stopped at max_bytes: poll again without waiting
@@ -61,8 +75,12 @@ class Follower:
         self.file: Any = None
         self.ident: tuple[int, int] | None = None
         self.offset = 0
+        self.head = b""  # the first bytes read (up to HEAD_BYTES)
+        self.seen: list[tuple[int, int]] = []
         self.partial = b""
-        self.events: list[str] = []  # 'truncated', 'rotated', 'waiting' — for the caller to show
+        self.lines = 0  # complete lines handed out, for the notes
+        self.events: list[str] = []  # 'truncated', 'rotated', 'rewritten', 'generation'
+        self.notes = notes if notes is not None else []
 
     def _open(self) -> bool:
         try:
@@ -70,43 +88,99 @@ class Follower:
         except OSError:
             return False
         st = os.fstat(f.fileno())
-        self.file, self.ident, self.offset = f, (st.st_dev, st.st_ino), 0
+        self.file, self.ident, self.offset, self.head = f, (st.st_dev, st.st_ino), 0, b""
+        self.seen = [*self.seen[-7:], self.ident]  # files read already (never a missed generation)
         return True
 
     def _drain(self, limit: int = -1) -> bytes:
         data = self.file.read(limit)
+        if self.offset < HEAD_BYTES:
+            self.head = (self.head + data)[:HEAD_BYTES]
         self.offset += len(data)
         return data
 
+    def _rewritten(self) -> bool:
+        """The first bytes are no longer the ones read: truncated, then written past the offset."""
+        if not self.head:
+            return False
+        return os.pread(self.file.fileno(), len(self.head), 0) != self.head
+
+    def _copy(self, ident: tuple[int, int] | None) -> str | None:
+        """``path.1`` when it is another file than ``ident`` and the one being followed."""
+        sibling = self.path + ".1"
+        try:
+            st = os.stat(sibling)
+        except OSError:
+            return None
+        known = (st.st_dev, st.st_ino)
+        return sibling if known not in (ident, self.ident) and known not in self.seen else None
+
+    def _recover(self, chunks: list[bytes], why: str) -> None:
+        """The bytes written between the last read and a truncation: from the rotated copy when it
+        starts like the file read so far, else a note that some lines may be missing."""
+        copy = self._copy(None)
+        if copy is not None and self.head:
+            with open(copy, "rb") as f:
+                if f.read(len(self.head)) == self.head:
+                    f.seek(self.offset)
+                    rest = f.read()
+                    chunks.append(rest)
+                    self._flush_partial(chunks)
+                    self.notes.append(f"{self.path} was {why} after line {self.lines:,}; the "
+                                      f"{len(rest):,} bytes written before it were read from {copy}")
+                    return
+        self.notes.append(f"{self.path} was {why} after line {self.lines:,}: lines written between "
+                          "the last read and then may be missing (possible loss)")
+        self._flush_partial(chunks)
+
     def poll(self) -> list[str]:
         """Complete lines appended since the last poll (no waiting)."""
-        chunks = []
+        chunks: list[bytes] = []
         if self.file is None and not self._open():
             return []
         try:
             st = os.stat(self.path)
-            now = (st.st_dev, st.st_ino)
+            now: tuple[int, int] | None = (st.st_dev, st.st_ino)
         except OSError:
             now, st = None, None
         if now is not None and now != self.ident:
             # rotated or recreated: finish the old file, then start the new one from its top
+            old = self.ident
             chunks.append(self._drain())  # the old file's rest, whole: it will not grow again
             self._flush_partial(chunks)
             self.file.close()
             self.events.append("rotated")
-            self._open()
+            if not self._open():
+                return self._lines(chunks)
+            missed = self._copy(old)
+            if missed is not None:  # a generation rotated away before it was ever opened
+                with open(missed, "rb") as f:
+                    chunks.append(f.read())
+                self._flush_partial(chunks)
+                self.events.append("generation")
+                self.notes.append(f"{self.path} was rotated twice between two reads; the "
+                                  f"generation in between was read whole from {missed}")
         elif st is not None and st.st_size < self.offset:
-            self.file.seek(0)
-            self.offset = 0
-            self.partial = b""
             self.events.append("truncated")
+            self._recover(chunks, "truncated (copytruncate)")
+            self.file.seek(0)
+            self.offset, self.head = 0, b""
+        elif st is not None and self._rewritten():
+            self.events.append("rewritten")
+            self._recover(chunks, "truncated and rewritten")
+            self.file.seek(0)
+            self.offset, self.head = 0, b""
         chunks.append(self._drain(self.max_bytes))
         self.more = len(chunks[-1]) == self.max_bytes
+        return self._lines(chunks)
+
+    def _lines(self, chunks: list[bytes]) -> list[str]:
         lines, self.partial = complete_lines(self.partial + b"".join(chunks))
+        self.lines += len(lines)
         return [x.decode("utf-8", errors="replace") for x in lines]
 
     def _flush_partial(self, chunks: list[bytes]) -> None:
-        # a last line without a newline in a rotated-away file is complete: it will get no more
+        # a last line without a newline in a file that gets no more is complete
         tail = self.partial + b"".join(chunks)
         if tail and not tail.endswith(b"\n"):
             chunks.append(b"\n")
@@ -215,6 +289,8 @@ class Watcher:
         self.parser: LineParser | None = None
         self.strip = False  # feed lines without a capture's prefixes (decided with the format)
         self.pending: list[tuple[int, str]] = []
+        self.next_sniff = SNIFF_AFTER
+        self.sniffed_at = 0.0
         self.active: dict[tuple, Active] = {}
         self.report: Report | None = None
         self.new_records = 0
@@ -224,6 +300,7 @@ class Watcher:
         self.watched = frozenset(nonfinite[0].metrics) | {canonical(m) for m in metrics} if nonfinite \
             else frozenset()
         self.nonfinite: dict[str, dict[str, Any]] = {}
+        self.notes: list[str] = []  # what following the file may have cost (rotations, truncations)
 
     def feed(self, line: str) -> None:
         self.acc.total += 1
@@ -234,8 +311,9 @@ class Watcher:
             return
         if self.parser is None:
             self.pending.append((lineno, line))
-            if self.format is None and len(self.pending) < SNIFF_AFTER:
-                return
+            if self.format is None and len(self.pending) < self.next_sniff and (
+                    len(self.pending) < SNIFF_AFTER or time.monotonic() - self.sniffed_at < 1.0):
+                return  # (a slow live log is sniffed again after a second, a burst at doubling)
             self._start()
             return
         self._parse(lineno, line)
@@ -243,8 +321,12 @@ class Watcher:
     def _start(self) -> None:
         if self.format is None:
             fmt, _ = sniff([x for _, x in self.pending])
+            self.sniffed_at = time.monotonic()
             if fmt is None or fmt.whole_file:
-                if len(self.pending) < 2000:
+                if len(self.pending) < SNIFF_MAX:
+                    # sniff again when the pending lines have doubled: the cost stays linear in
+                    # the lines read before the format is known (it sniffed at every line)
+                    self.next_sniff = min(2 * len(self.pending), SNIFF_MAX)
                     return
                 fmt = BY_NAME["kv"]
             self.format = fmt
@@ -383,8 +465,10 @@ class Watcher:
         return [a.finding for a in self.active.values() if a.announced]
 
 
-def lines_from(path: str, interval: float, stop: threading.Event) -> Iterator[list[str] | None]:
-    """Batches of new lines from a file (forever) or stdin (None at EOF); [] when idle."""
+def lines_from(path: str, interval: float, stop: threading.Event, notes: list[str] | None = None
+               ) -> Iterator[list[str] | None]:
+    """Batches of new lines from a file (forever) or stdin (None at EOF); [] when idle. What the
+    file's rotations and truncations may have cost goes into ``notes``."""
     if path == "-":
         q: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=stdin_lines, args=(q,), daemon=True).start()
@@ -403,7 +487,7 @@ def lines_from(path: str, interval: float, stop: threading.Event) -> Iterator[li
                 batch.append(item)
             yield batch
         return
-    follower = Follower(path, interval)
+    follower = Follower(path, interval, notes=notes)
     try:
         while not stop.is_set():
             yield follower.poll()

@@ -215,3 +215,88 @@ def test_config_errors_name_the_key(tmp_path: Path, bad: str) -> None:
     key = {"window = -1": "'window'", "colour = 1": "'colour'", "[watch]\nspeed = 2": "'watch.speed'",
            "[detectors.spike]\nz = 'high'": "'detectors.spike.z'"}[bad]
     assert key in line
+
+
+def test_sniffing_a_long_unrecognised_preamble_is_bounded(monkeypatch) -> None:
+    """5,000 lines no reader knows, then records: the format is guessed at 20 lines, again each
+    time the pending lines double (or a second later), then kv is assumed at 2,000: every line
+    is accounted for, and the sniffer ran a handful of times, not once a line."""
+    import losslens.watch as watch
+
+    calls = []
+    real = watch.sniff
+    monkeypatch.setattr(watch, "sniff", lambda lines, **kw: calls.append(len(lines)) or real(lines, **kw))
+    s = load(None)
+    w = Watcher("x", None, s.registry(), frozenset())
+    for i in range(5000):
+        w.feed(f"hello world {i}")
+    for i in range(1, 51):
+        w.feed(f"step={i} loss={2.0 - 0.01 * i:.3f}")
+    w.finish_input()
+    assert len(calls) <= 12 and w.format is not None and w.format.name == "kv"
+    assert w.acc.as_dict() == {"total": 5050, "parsed": 50, "skipped": 5000, "blank": 0}
+
+
+def _write(path: Path, lines: range, mode: str = "a") -> None:
+    with open(path, mode) as h:
+        h.write("".join(f"step={i} loss=1.0\n" for i in lines))
+
+
+def _steps(lines: list[str]) -> list[int]:
+    return [int(x.split()[0].removeprefix("step=")) for x in lines]
+
+
+def test_copytruncate_takes_the_lines_written_before_it_from_the_copy(tmp_path: Path) -> None:
+    import shutil
+
+    path = tmp_path / "run.log"
+    _write(path, range(0, 100))
+    f = Follower(str(path))
+    seen = _steps(f.poll())
+    _write(path, range(100, 180))  # written after the last read...
+    shutil.copy(path, tmp_path / "run.log.1")  # ...then logrotate copies the file
+    os.truncate(path, 0)  # and truncates it; the writer goes on
+    _write(path, range(180, 200))
+    seen += _steps(f.poll())
+    assert seen == list(range(200)) and f.events == ["truncated"]
+    assert "read from" in f.notes[0] and "run.log.1" in f.notes[0]
+
+
+def test_truncation_then_a_larger_rewrite_is_read_from_the_top(tmp_path: Path) -> None:
+    path = tmp_path / "run.log"
+    _write(path, range(0, 50))
+    f = Follower(str(path))
+    assert _steps(f.poll()) == list(range(50))
+    _write(path, range(1000, 1300), mode="w")  # a new run overwrites the log, past the old size
+    assert _steps(f.poll()) == list(range(1000, 1300)) and f.events == ["rewritten"]
+    assert "possible loss" in f.notes[0]  # no copy: what came between cannot be ruled out
+
+
+def test_two_rotations_between_reads_lose_no_generation(tmp_path: Path) -> None:
+    path = tmp_path / "run.log"
+    _write(path, range(0, 10))
+    f = Follower(str(path))
+    assert _steps(f.poll()) == list(range(10))
+    _write(path, range(10, 20))
+    os.rename(path, tmp_path / "run.log.2")  # first rotation (the old .1 is now .2)
+    _write(path, range(20, 30), mode="w")
+    os.rename(path, tmp_path / "run.log.1")  # second rotation before the next read
+    _write(path, range(30, 40), mode="w")
+    assert _steps(f.poll()) == list(range(10, 40)) and f.events == ["rotated", "generation"]
+    assert "rotated twice" in f.notes[0]
+
+
+def test_watch_summary_carries_the_notes(tmp_path: Path) -> None:
+    path = tmp_path / "run.log"
+    _write(path, range(0, 30))
+    proc = subprocess.Popen([sys.executable, "-m", "losslens", "watch", str(path), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    _write(path, range(5000, 5100), mode="w")
+    time.sleep(3)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["event"] == "summary" and summary["lines"]["parsed"] == 130
+    assert len(summary["notes"]) == 1 and "possible loss" in summary["notes"][0]
+    assert "note: " in err and "1 note(s) on following the file" in err

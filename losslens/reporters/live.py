@@ -35,6 +35,7 @@ class View:
         self.events = 0
         self.worst: Severity | None = None  # the worst severity announced (appeared or changed)
         self.live: Live | None = None
+        self.noted = 0  # the watcher's notes shown so far
         if not json and console.is_terminal:
             self.live = Live(self._render(), console=console, refresh_per_second=4, transient=False)
             self.live.start()
@@ -55,6 +56,13 @@ class View:
                     code = ExitCode.FINDINGS
         self.refresh()
         return code
+
+    def notes(self) -> None:
+        """New notes on following the file (a rotation, a truncation, a possible loss), on stderr."""
+        for note in self.w.notes[self.noted:]:
+            if not self.quiet:
+                self.err.print(f"note: {note}", markup=False)
+        self.noted = len(self.w.notes)
 
     def refresh(self) -> None:
         if self.live is not None:
@@ -97,12 +105,14 @@ class View:
                                  "format": self.w.format.name if self.w.format else None,
                                  "interrupted": interrupted, "lines": acc.as_dict(),
                                  "skipped": dict(acc.skipped), "events": self.events,
-                                 "active": [f.as_dict() for f in active]}), flush=True)
+                                 "active": [f.as_dict() for f in active], "notes": self.w.notes}),
+                  flush=True)
         if self.quiet:
             sys.stdout.flush()
             return
+        noted = f"; {len(self.w.notes)} note(s) on following the file" if self.w.notes else ""
         self.err.print(f"{self.w.source}: {acc.total:,} lines ({acc.parsed:,} parsed, "
                        f"{acc.n_skipped:,} skipped, {acc.blank:,} blank); {self.events} alert "
                        f"event(s); {len(active)} active finding(s)"
-                       f"{'; interrupted' if interrupted else ''}", markup=False)
+                       f"{'; interrupted' if interrupted else ''}{noted}", markup=False)
         sys.stdout.flush()
