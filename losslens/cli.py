@@ -439,6 +439,11 @@ def watch(
     fail_on: Annotated[Level | None, typer.Option(
         "--fail-on", help="At the end (end of stdin), exit 1 if a finding at or above this severity "
         "was announced (default error).")] = None,
+    tail: Annotated[int | None, typer.Option(
+        "--tail", "-n", min=0, help="Start at the last N lines of the file there now (as `tail -n`); "
+        "the lines before are counted, not read. Default: the whole file.")] = None,
+    from_end: Annotated[bool, typer.Option(
+        "--from-end", help="Start at the end of the file there now (same as --tail 0).")] = False,
     ignore: IgnoreOpt = None,
     metric: MetricOpt = None,
     config: ConfigOpt = None,
@@ -460,6 +465,10 @@ def watch(
         if log != "-" and os.path.isdir(log):
             log = _folder_log(log, run)
         _followable(log, run.fmt)
+        start = 0 if from_end else tail
+        if start is not None and log == "-":
+            raise UsageError("--tail and --from-end start inside a file; standard input has no end "
+                             "to start from")
         watcher = Watcher("<stdin>" if log == "-" else log, None if run.fmt == "auto" else run.fmt,
                           run.settings.registry(), run.ignore, window=w["window"],
                           confirm=w["confirm"], cooldown_s=w["cooldown_s"], metrics=run.metrics)
@@ -467,7 +476,7 @@ def watch(
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         with user_errors():
-            code = _follow(log, watcher, view, exit_at, w["interval_s"], w["confirm"])
+            code = _follow(log, watcher, view, exit_at, w["interval_s"], w["confirm"], start)
     except (KeyboardInterrupt, Terminated) as exc:
         view.summary(interrupted=True)
         raise typer.Exit(ExitCode.TERMINATED if isinstance(exc, Terminated)
@@ -495,18 +504,28 @@ def _stdout_gone() -> None:
         raise BrokenPipeError()
 
 
-def _follow(log: str, watcher, view, exit_at: Severity | None, interval: float, confirm: int) -> ExitCode:
+def _follow(log: str, watcher, view, exit_at: Severity | None, interval: float, confirm: int,
+            tail: int | None = None) -> ExitCode:
     """Feed the watcher until stdin ends or a finding at ``exit_at`` is announced."""
     import threading
 
     from losslens.watch import lines_from
 
     if log != "-" and _record_source(log):
+        if tail is not None:
+            raise UsageError("--tail and --from-end start inside a line log; this one is re-read "
+                             "whole when it changes", source=log)
         return _watch_records(log, watcher, view, exit_at, interval)
+    if tail is not None and log != "-" and os.path.isfile(log):
+        from losslens.logs.source import decode_lines
+
+        with open(log, "rb") as f:  # the format from the file's top, which --tail starts past
+            head = f.read(1 << 18)
+        watcher.hint(decode_lines(head)[:-1])
     stop = threading.Event()
     code, last = ExitCode.OK, 0.0
     try:
-        for batch in lines_from(log, interval, stop, watcher.notes):
+        for batch in lines_from(log, interval, stop, watcher.notes, tail, watcher.pass_over):
             if batch is None:  # end of standard input: settle and stop
                 watcher.finish_input()
                 for _ in range(max(1, confirm)):
@@ -514,6 +533,7 @@ def _follow(log: str, watcher, view, exit_at: Severity | None, interval: float, 
                 break
             for line in batch:
                 watcher.feed(line)
+            watcher.tick()
             due = watcher.new_records or any(not a.announced for a in watcher.active.values())
             if due and time.monotonic() - last >= interval:
                 last = time.monotonic()

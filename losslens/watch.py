@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +51,8 @@ def complete_lines(data: bytes) -> tuple[list[bytes], bytes]:
     return lines, data[start:]
 
 
+PASSED = "before the start (--tail / --from-end)"
+READ_EVERY_S = 0.05  # how often a followed file is read (the analysis runs every interval_s)
 HEAD_BYTES = 1024  # the file's first bytes, kept to recognise it (a rewrite changes them)
 
 
@@ -67,8 +69,10 @@ class Follower:
     cannot be recovered is said in ``notes`` (a possible loss), never dropped silently."""
 
     def __init__(self, path: str, interval: float = 0.5, max_bytes: int = 1 << 20,
-                 notes: list[str] | None = None):
+                 notes: list[str] | None = None, tail: int | None = None):
         self.path = path
+        self.tail = tail  # start at the last `tail` lines of the file there now (0: at its end)
+        self.passed = 0  # lines passed over by `tail`, counted (not parsed)
         self.max_bytes = max_bytes  # read at most this much per poll: memory stays flat
         self.more = False  # the last poll stopped at max_bytes: poll again without waiting
         self.interval = interval
@@ -90,7 +94,34 @@ class Follower:
         st = os.fstat(f.fileno())
         self.file, self.ident, self.offset, self.head = f, (st.st_dev, st.st_ino), 0, b""
         self.seen = [*self.seen[-7:], self.ident]  # files read already (never a missed generation)
+        if self.tail is not None:  # only the file there at the start; later ones from their top
+            self._skip_to_tail(st.st_size, self.tail)
+            self.tail = None
         return True
+
+    def _skip_to_tail(self, size: int, keep: int) -> None:
+        """Start after the newline that precedes the last ``keep`` complete lines (blocks read
+        backwards from the end); the lines before are counted (a newline count), not parsed. An
+        unfinished last line is read as it completes."""
+        fd = self.file.fileno()
+        self.head = os.pread(fd, HEAD_BYTES, 0)
+        need, at, start = keep + 1, size, 0
+        while at > 0:
+            lo = max(0, at - (1 << 16))
+            chunk = os.pread(fd, at - lo, lo)
+            n = chunk.count(b"\n")
+            if n >= need:
+                pos = len(chunk)
+                for _ in range(need):
+                    pos = chunk.rindex(b"\n", 0, pos)
+                start = lo + pos + 1
+                break
+            need -= n
+            at = lo
+        self.offset = start
+        self.file.seek(start)
+        for pos in range(0, start, 1 << 20):
+            self.passed += os.pread(fd, min(1 << 20, start - pos), pos).count(b"\n")
 
     def _drain(self, limit: int = -1) -> bytes:
         data = self.file.read(limit)
@@ -231,15 +262,21 @@ class Splitter:
             self.size += len(data)
 
 
-def stdin_lines(q: queue.Queue[str | None]) -> None:
-    """Reader thread: standard input line by line (see ``Splitter``); None at EOF."""
+STDIN_QUEUE = 64  # chunks of at most 64 KiB read ahead of the parser: then the pipe waits
+
+
+def stdin_lines(q: queue.Queue[list[str] | None]) -> None:
+    """Reader thread: standard input in batches of lines (see ``Splitter``); None at EOF. The
+    queue is bounded: a writer faster than the parser is held back by the pipe (back-pressure),
+    memory stays flat."""
     split = Splitter()
     while chunk := os.read(sys.stdin.fileno(), 1 << 16):  # what has arrived, not a full block
-        for raw in split.feed(chunk):
-            q.put(raw.decode("utf-8", errors="replace"))
+        lines = [raw.decode("utf-8", errors="replace") for raw in split.feed(chunk)]
+        if lines:
+            q.put(lines)
     rest = split.rest()
     if rest.rstrip(b"\r"):
-        q.put(rest.decode("utf-8", errors="replace"))
+        q.put([rest.decode("utf-8", errors="replace")])
     q.put(None)
 
 
@@ -291,6 +328,7 @@ class Watcher:
         self.pending: list[tuple[int, str]] = []
         self.next_sniff = SNIFF_AFTER
         self.sniffed_at = 0.0
+        self.first_pending = 0.0
         self.active: dict[tuple, Active] = {}
         self.report: Report | None = None
         self.new_records = 0
@@ -302,6 +340,11 @@ class Watcher:
         self.nonfinite: dict[str, dict[str, Any]] = {}
         self.notes: list[str] = []  # what following the file may have cost (rotations, truncations)
 
+    def pass_over(self, n: int) -> None:
+        """``n`` lines before the start (``watch --tail``/``--from-end``): counted, not read."""
+        self.acc.total += n
+        self.acc.skipped[PASSED] += n
+
     def feed(self, line: str) -> None:
         self.acc.total += 1
         lineno = self.acc.total
@@ -311,12 +354,31 @@ class Watcher:
             return
         if self.parser is None:
             self.pending.append((lineno, line))
-            if self.format is None and len(self.pending) < self.next_sniff and (
-                    len(self.pending) < SNIFF_AFTER or time.monotonic() - self.sniffed_at < 1.0):
-                return  # (a slow live log is sniffed again after a second, a burst at doubling)
+            if len(self.pending) == 1:
+                self.first_pending = time.monotonic()
+            if self.format is None and len(self.pending) < self.next_sniff and not self._due():
+                return
             self._start()
             return
         self._parse(lineno, line)
+
+    def _due(self) -> bool:
+        """Sniff now although fewer lines than planned are pending: a slow live log (the first
+        pending line 2 s old), sniffed again at most once a second."""
+        now = time.monotonic()
+        return now - self.first_pending >= 2.0 and now - self.sniffed_at >= 1.0
+
+    def tick(self) -> None:
+        """Called while idle: a slow log's few pending lines get their format in time."""
+        if self.parser is None and self.pending and self.format is None and self._due():
+            self._start()
+
+    def hint(self, lines: list[str]) -> None:
+        """The format from the file's first lines (``watch --tail`` starts past them)."""
+        if self.format is None and lines:
+            fmt, _ = sniff(lines)
+            if fmt is not None and not fmt.whole_file:
+                self.format = fmt
 
     def _start(self) -> None:
         if self.format is None:
@@ -465,17 +527,20 @@ class Watcher:
         return [a.finding for a in self.active.values() if a.announced]
 
 
-def lines_from(path: str, interval: float, stop: threading.Event, notes: list[str] | None = None
+def lines_from(path: str, interval: float, stop: threading.Event, notes: list[str] | None = None,
+               tail: int | None = None, on_passed: Callable[[int], None] | None = None
                ) -> Iterator[list[str] | None]:
     """Batches of new lines from a file (forever) or stdin (None at EOF); [] when idle. What the
-    file's rotations and truncations may have cost goes into ``notes``."""
+    file's rotations and truncations may have cost goes into ``notes``. With ``tail``, a file is
+    followed from its last ``tail`` lines (0: from its end); ``on_passed`` gets the count of the
+    lines passed over, once."""
     if path == "-":
-        q: queue.Queue[str | None] = queue.Queue()
+        q: queue.Queue[list[str] | None] = queue.Queue(maxsize=STDIN_QUEUE)
         threading.Thread(target=stdin_lines, args=(q,), daemon=True).start()
         while not stop.is_set():
             batch: list[str] = []
             deadline = time.monotonic() + interval
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline and len(batch) < 50_000:
                 try:
                     item = q.get(timeout=max(0.0, deadline - time.monotonic()))
                 except queue.Empty:
@@ -484,14 +549,20 @@ def lines_from(path: str, interval: float, stop: threading.Event, notes: list[st
                     yield batch
                     yield None
                     return
-                batch.append(item)
+                batch.extend(item)
             yield batch
         return
-    follower = Follower(path, interval, notes=notes)
+    follower = Follower(path, interval, notes=notes, tail=tail)
     try:
         while not stop.is_set():
-            yield follower.poll()
+            batch = follower.poll()
+            if follower.passed and on_passed is not None:
+                on_passed(follower.passed)
+                follower.passed = 0
+            yield batch
             if not follower.more:
-                stop.wait(interval)
+                # the file is read often (a stat and a read): what a writer truncates away without
+                # a copy is lost only if it was never read; the analysis keeps its own interval
+                stop.wait(min(interval, READ_EVERY_S))
     finally:
         follower.close()

@@ -300,3 +300,76 @@ def test_watch_summary_carries_the_notes(tmp_path: Path) -> None:
     assert summary["event"] == "summary" and summary["lines"]["parsed"] == 130
     assert len(summary["notes"]) == 1 and "possible loss" in summary["notes"][0]
     assert "note: " in err and "1 note(s) on following the file" in err
+
+
+def test_stdin_reader_holds_a_fast_writer_back(monkeypatch) -> None:
+    """A parser that falls behind does not grow memory: the reader's queue is bounded, so the
+    reader stops reading and the pipe makes the writer wait (back-pressure)."""
+    import losslens.watch as watch
+
+    r, w = os.pipe()
+    monkeypatch.setattr(watch.sys, "stdin", type("In", (), {"fileno": staticmethod(lambda: r)})())
+    q: queue.Queue = queue.Queue(maxsize=2)  # a parser that never takes anything
+    threading.Thread(target=watch.stdin_lines, args=(q,), daemon=True).start()
+    payload = b"step=1 loss=2.0\n" * 1_000_000  # 16 MB: far more than the pipe and the queue hold
+    done = threading.Event()
+
+    def write() -> None:
+        try:
+            os.write(w, payload)  # blocks while the pipe is full
+        except OSError:
+            pass
+        done.set()
+
+    threading.Thread(target=write, daemon=True).start()
+    assert not done.wait(2.0)  # the writer is held back
+    assert q.qsize() == 2 and all(len(batch) > 0 for batch in list(q.queue))
+    os.close(r)
+    os.close(w)
+
+
+def test_watch_from_the_end_or_the_last_lines_of_a_big_log(tmp_path: Path) -> None:
+    path = tmp_path / "run.log"
+    rows = [f"step={i} loss={'nan' if i == 100 else 2.0 + i % 7 / 100}\n" for i in range(200_000)]
+    rows[199_990] = "step=199990 loss=inf\n"
+    path.write_text("".join(rows))
+
+    def run(*opts: str) -> tuple[list[dict], str]:
+        proc = subprocess.Popen([sys.executable, "-m", "losslens", "watch", str(path), "--json", *opts],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(3)
+        with open(path, "a") as h:
+            h.write("step=200000 loss=2.03\nstep=200001 loss=nan\n")
+        time.sleep(3)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+        return [json.loads(x) for x in out.splitlines()], err
+
+    events, _ = run("--from-end")
+    summary = events[-1]
+    assert summary["lines"] == {"total": 200_002, "parsed": 2, "skipped": 200_000, "blank": 0}
+    assert summary["skipped"] == {"before the start (--tail / --from-end)": 200_000}
+    (nan,) = [e for e in events if e.get("event") == "appeared"]
+    assert (nan["finding"]["start_step"], nan["finding"]["line"]) == (200_001, 200_002)
+    events, _ = run("--tail", "20")  # of 200,002 lines now: the inf at line 199,991 is among them
+    first = [e["finding"]["start_step"] for e in events if e.get("event") == "appeared"]
+    assert first and first[0] == 199_990 and events[-1]["lines"]["skipped"] == 199_982
+    proc = subprocess.run([sys.executable, "-m", "losslens", "watch", "-", "--tail", "5"],
+                          input="", capture_output=True, text=True)
+    assert proc.returncode == 2 and "standard input" in proc.stderr
+
+
+def test_a_slow_log_gets_its_format_without_waiting_for_twenty_lines(monkeypatch) -> None:
+    import losslens.watch as watch
+
+    clock = [100.0]
+    monkeypatch.setattr(watch.time, "monotonic", lambda: clock[0])
+    w = Watcher("x", None, load(None).registry(), frozenset())
+    w.feed("step=1 loss=2.5")
+    w.feed("step=2 loss=nan")
+    w.tick()
+    assert w.parser is None  # just arrived: more lines may come to sniff on
+    clock[0] += 2.5
+    w.tick()  # two seconds on, the two lines are all there is: sniff them
+    assert w.format is not None and w.format.name == "kv" and w.acc.parsed == 2
+    assert w.nonfinite["loss"]["first_step"] == 2

@@ -1,0 +1,185 @@
+"""`losslens watch` under the faults a live log meets: a writer process appends `step=N loss=X`
+lines at a set rate, with one planted NaN, while the log is rotated (rename, twice within a
+poll), copy-truncated, truncated and rewritten larger, or written in pieces that cut lines.
+
+For each scenario: the lines written; the lines `watch` accounted for (its JSON summary) and
+its notes (a possible loss it could not rule out); the NaN alert's latency (the NaN line written
+→ its JSON event read); the watcher's peak RSS. The baseline in the same run is `tail -F` on the
+same file into `wc -l`: what the classic follower delivers under the same faults.
+
+    python bench/watch_faults.py [--lines 20000] [--rates 5000,20000,50000] [--burst-lines 200000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def line(i: int, nan_at: int) -> str:
+    value = 2.0 + 0.5 * math.exp(-i / 5000) + 0.01 * ((i * 7919) % 13 - 6) / 6
+    return f"step={i} loss={'nan' if i == nan_at else f'{value:.4f}'} lr=3.0e-04\n"
+
+
+def writer(path: Path, n: int, rate: float, fault: str, nan_at: int, nan_time: list[float]) -> int:
+    """Append ``n`` lines at ``rate`` lines/s with ``fault`` half-way; the lines written in all
+    (a rewrite counts what it writes)."""
+    written = 0
+    batch = max(1, int(rate / 100))  # a write every ~10 ms
+    t0 = time.perf_counter()
+    f = open(path, "a")  # noqa: SIM115
+    i = 0
+    while i < n:
+        if i >= n // 2 and fault:
+            f.flush()
+            if fault == "rename":
+                f.close()
+                os.rename(path, str(path) + ".1")
+                f = open(path, "a")  # noqa: SIM115
+            elif fault == "double-rename":
+                f.close()
+                os.rename(path, str(path) + ".2")
+                with open(path, "a") as g:
+                    g.write("".join(line(j, nan_at) for j in range(i, i + 50)))
+                written += 50
+                i += 50
+                os.rename(path, str(path) + ".1")
+                f = open(path, "a")  # noqa: SIM115
+            elif fault == "copytruncate":
+                shutil.copy(path, str(path) + ".1")
+                os.truncate(path, 0)  # the writer's O_APPEND handle goes on at the new end
+            elif fault == "rewrite":
+                f.close()
+                f = open(path, "w")  # noqa: SIM115 - a new run truncates the log...
+                if nan_at in range(i, i + n // 2 + 1000):
+                    nan_time.append(time.perf_counter())
+                f.write("".join(line(j, nan_at) for j in range(i, i + n // 2 + 1000)))
+                written += n // 2 + 1000  # ...and writes past the old size at once
+                i += n // 2 + 1000
+                f.flush()
+            fault = ""
+            if i >= n:
+                break
+        k = min(batch, n - i)
+        chunk = "".join(line(j, nan_at) for j in range(i, i + k))
+        if nan_at in range(i, i + k):
+            nan_time.append(time.perf_counter())
+        if fault == "" and k > 2:  # pieces that cut a line in two
+            cut = len(chunk) // 2 + 3
+            f.write(chunk[:cut])
+            f.flush()
+            f.write(chunk[cut:])
+        else:
+            f.write(chunk)
+        f.flush()
+        written += k
+        i += k
+        ahead = (i / rate) - (time.perf_counter() - t0)
+        if ahead > 0:
+            time.sleep(ahead)
+    f.close()
+    return written
+
+
+def scenario(fault: str, n: int, rate: float) -> dict:
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "run.log"
+        path.write_text("")
+        nan_at = int(n * 0.75)
+        p = subprocess.Popen([sys.executable, "-m", "losslens", "watch", str(path), "--json"],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        tail_out = Path(d) / "tail.out"
+        with open(tail_out, "wb") as sink:
+            tail = subprocess.Popen(["tail", "-n", "+1", "-F", str(path)], stdout=sink,
+                                    stderr=subprocess.DEVNULL)
+        q: queue.Queue = queue.Queue()
+        threading.Thread(target=lambda: [q.put((time.perf_counter(), x)) for x in p.stdout],  # type: ignore[union-attr]
+                         daemon=True).start()
+        time.sleep(2.0)  # both followers started
+        peak = [0.0]
+        stop = threading.Event()
+
+        def sample() -> None:
+            while not stop.is_set():
+                peak[0] = max(peak[0], rss_mb(p.pid))
+                time.sleep(0.2)
+
+        threading.Thread(target=sample, daemon=True).start()
+        nan_time: list[float] = []
+        t0 = time.perf_counter()
+        written = writer(path, n, rate, fault, nan_at, nan_time)
+        write_s = time.perf_counter() - t0
+        # settle: until the watcher has been quiet for 2 s (or 120 s in all)
+        events, last = [], time.perf_counter()
+        while time.perf_counter() - last < 2.0 and time.perf_counter() - t0 < 120:
+            try:
+                events.append(q.get(timeout=0.5))
+                last = time.perf_counter()
+            except queue.Empty:
+                pass
+        time.sleep(2.0)
+        behind_s = time.perf_counter() - t0 - write_s
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=60)
+        stop.set()
+        while not q.empty():
+            events.append(q.get())
+        tail.terminate()
+        tail.wait(timeout=30)
+        tail_lines = tail_out.read_bytes().count(b"\n")
+    parsed = [json.loads(x) for _, x in events if x.startswith("{")]
+    summary = next((e for e in parsed if e.get("event") == "summary"), {})
+    alert = next((t for t, x in events if '"nonfinite"' in x and '"appeared"' in x), None)
+    return {"fault": fault or "append", "rate": rate, "written": written,
+            "seen": summary.get("lines", {}).get("total"), "notes": summary.get("notes", []),
+            "nan_latency_s": round(alert - nan_time[0], 2) if alert and nan_time else None,
+            "peak_rss_mb": round(peak[0]), "tail_F": tail_lines, "settle_s": round(behind_s, 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lines", type=int, default=20_000)
+    ap.add_argument("--rates", default="5000,20000,50000")
+    ap.add_argument("--burst-lines", type=int, default=200_000, help="lines of each burst (2nd, 3rd rate)")
+    ap.add_argument("--json", help="write the rows here too")
+    args = ap.parse_args()
+    rows = []
+    rates = [float(r) for r in args.rates.split(",")]
+    for fault in ("", "rename", "double-rename", "copytruncate", "rewrite"):
+        rows.append(scenario(fault, args.lines, rates[0]))
+    for rate in rates[1:]:
+        rows.append(scenario("", args.burst_lines, rate))
+    print(f"{'fault':14} {'lines/s':>8} {'written':>8} {'watch':>8} {'tail -F':>8} {'NaN alert':>10} "
+          f"{'RSS MiB':>8}  notes")
+    for r in rows:
+        lat = f"{r['nan_latency_s']:.2f} s" if r["nan_latency_s"] is not None else "never"
+        print(f"{r['fault']:14} {r['rate']:8.0f} {r['written']:8} {r['seen'] or 0:8} {r['tail_F']:8} "
+              f"{lat:>10} {r['peak_rss_mb']:8}  {'; '.join(r['notes'])[:90]}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
