@@ -211,3 +211,39 @@ def test_splitter_joins_pieces_once_and_cuts_long_lines() -> None:
     assert [x for x in out if not x.startswith(b"x")] == [x for x in whole if not x.startswith(b"x")]
     assert out[3] == b"x" * 1000 + b" [line cut at 1000 bytes]" and len(out) == len(whole)
     assert split.rest() == rest == b"\r" and split.size <= 1000
+
+
+@pytest.mark.parametrize("change", ["truncate", "rewrite"])
+def test_a_log_truncated_or_rewritten_while_read_is_exit_2(tmp_path: Path, change: str) -> None:
+    import os
+
+    from losslens.errors import InputError
+    from losslens.logs.source import open_source
+
+    path = tmp_path / "run.log"
+    path.write_text("".join(f"step={i} loss={2.0 + i % 7 / 100:.2f}\n" for i in range(600_000)))
+    src = open_source(path)
+    chunks = src.chunks()
+    next(chunks)  # the first 5 MiB read...
+    if change == "truncate":
+        os.truncate(path, 1000)  # ...then the writer starts over
+    else:
+        path.write_text("".join(f"iter {i}: loss {3.0:.3f}\n" for i in range(700_000)))
+    with pytest.raises(InputError, match="truncated while being read" if change == "truncate"
+                       else "rewritten while being read"):
+        list(chunks)
+    src.close()
+
+
+def test_a_log_that_grows_while_read_is_a_prefix(tmp_path: Path) -> None:
+    from losslens.logs.source import open_source
+
+    path = tmp_path / "run.log"
+    path.write_text("".join(f"step={i} loss=2.0\n" for i in range(600_000)))
+    src = open_source(path)
+    chunks = src.chunks()
+    first = next(chunks)
+    with open(path, "a") as h:
+        h.write("step=600000 loss=2.0\n")
+    assert sum(c.count(b"\n") for c in [first, *chunks]) >= 600_000
+    src.close()

@@ -24,14 +24,16 @@ class Source:
     Every chunk but the last ends just after a newline, so no line is split.
     """
 
-    def __init__(self, name: str, stream: BinaryIO, size: int | None = None):
+    def __init__(self, name: str, stream: BinaryIO, size: int | None = None, fd: int | None = None):
         self.name = name
         self.size = size  # bytes on disk (None for stdin); progress is told bytes read of it
         self._stream = stream
+        self._fd = fd  # a plain file's descriptor: checked at the end for a change under the read
         try:
             self.head = stream.read(HEAD_BYTES)
         except (OSError, EOFError, zlib.error) as exc:
             raise InputError(f"cannot read: {_reason(exc)}", source=name) from None
+        self._first = self.head[:4096]
         # a capture of a progress bar whose lines all end in a lone '\r' (tqdm to a file): no
         # '\n' at all in the head, so '\r' is taken as the line end (or it is one 'line')
         self.cr_lines = b"\r" in self.head and b"\n" not in self.head
@@ -66,6 +68,7 @@ class Source:
             except (OSError, EOFError, zlib.error) as exc:
                 raise InputError(f"cannot read: {_reason(exc)}", source=self.name) from None
             if not more:
+                self._unchanged(done)
                 if pending:
                     yield pending
                 return
@@ -76,6 +79,24 @@ class Source:
             if cut:
                 yield pending[:cut]
                 pending = pending[cut:]
+
+    def _unchanged(self, done: int) -> None:
+        """A file truncated (or truncated and rewritten) while it was read gives a partial or mixed
+        result: an error (exit 2), not an answer about a log that no longer exists as read. A file
+        that grew is a live log: what was read is a consistent prefix."""
+        if self._fd is None:
+            return
+        try:
+            size = os.fstat(self._fd).st_size
+            first = os.pread(self._fd, len(self._first), 0)
+        except OSError:
+            return
+        if size < done:
+            raise InputError(f"truncated while being read ({done:,} bytes read, {size:,} now): the "
+                             "result would be partial; read it again", source=self.name)
+        if first != self._first:
+            raise InputError("rewritten while being read (its first bytes changed): the result "
+                             "would mix two logs; read it again", source=self.name)
 
     def read_all(self) -> bytes:
         return b"".join(self.chunks())
@@ -128,7 +149,8 @@ def open_source(path: str | os.PathLike[str]) -> Source:
     except OSError as exc:
         raise InputError(f"cannot read: {_reason(exc)}", source=display) from None
     stream: BinaryIO = buffered
+    fd = raw.fileno() if size is not None else None
     if magic == GZIP_MAGIC:
         stream = gzip.GzipFile(fileobj=buffered, mode="rb")  # type: ignore[assignment]
-        size = None  # the bytes read are uncompressed: no total to compare them with
-    return Source(display, stream, size)
+        size = fd = None  # the bytes read are uncompressed: no total to compare them with
+    return Source(display, stream, size, fd)
