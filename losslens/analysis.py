@@ -21,29 +21,30 @@ _SETTING_WORDS = ("scale", "window", "weight", "coef", "factor", "hysteresis", "
 CONTEXT = ("epoch", "lr", "grad_norm", "acc", "loss")
 
 
-def series_of(log: LogData, metric: str) -> list[Series]:
+def series_of(log: LogData, metric: str, context: bool = True) -> list[Series]:
     """Per segment: the metric's values at ascending steps (repeated steps: the last record).
     ``eval_*`` metrics come from the eval records (with the train loss as context); ``time`` is
-    wall-clock seconds."""
+    wall-clock seconds. ``context=False``: without the other metrics (LR, epoch, grad norm) that
+    only the loss's detectors read (a queue or a throughput column is analysed alone)."""
     frame = log.eval if metric.startswith("eval_") and metric in log.eval.columns else log.train
     if metric not in frame.columns or isinstance(frame.schema[metric], pl.List):
         return []
     value = pl.col(metric)
     if metric == "time":
         value = (pl.col("time").cast(pl.Int64) / 1e6).alias("time")  # µs → s
-    context = [c for c in CONTEXT if c in frame.columns and c != metric
-               and not isinstance(frame.schema[c], pl.List)]
-    data = frame.select("segment", "step", value, *context).filter(pl.col(metric).is_not_null())
-    if frame is log.eval and "loss" in log.train.columns and log.train.height:
+    others = [c for c in CONTEXT if c in frame.columns and c != metric
+              and not isinstance(frame.schema[c], pl.List)] if context else []
+    data = frame.select("segment", "step", value, *others).filter(pl.col(metric).is_not_null())
+    if context and frame is log.eval and "loss" in log.train.columns and log.train.height:
         train = (log.train.select("segment", "step", pl.col("loss").alias("train_loss"))
                  .filter(pl.col("train_loss").is_not_null()).sort("step"))
         data = data.sort("step").join_asof(train, on="step", by="segment", strategy="backward",
                                                 check_sortedness=False)
-        context.append("train_loss")
+        others.append("train_loss")
     out = []
     for (seg,), part in data.group_by("segment", maintain_order=True):
         part = part.unique("step", keep="last", maintain_order=True).sort("step")
-        ctx = {c: part[c].cast(pl.Float64).to_numpy() for c in context}
+        ctx = {c: part[c].cast(pl.Float64).to_numpy() for c in others}
         out.append(Series(metric, part["step"].to_numpy().astype(np.int64),
                           part[metric].cast(pl.Float64).to_numpy(), int(seg), ctx))  # type: ignore[arg-type]
     return out
@@ -141,23 +142,28 @@ def analyze_log(log: LogData, detectors: tuple[Detector, ...] = REGISTRY,
     columns = list(dict.fromkeys(log.train.columns + log.eval.columns))
     cache: dict[str, list[Series]] = {}
     big = log.train.height >= PROGRESS_RECORDS
-    for i, det in enumerate(detectors):
-        if big:
-            progress.report(f"analysing {log.train.height:,} records", i, len(detectors))
-        if det.name in ignore:
-            continue
-        wanted = det.wants(columns)
+    plan = []
+    for det in detectors:
+        wanted = [] if det.name in ignore else det.wants(columns)
         if "loss" in det.metrics:
             wanted += [m for m in extra if m not in wanted]
+        plan.append(wanted)
+    last_use = {m: i for i, wanted in enumerate(plan) for m in wanted}
+    for i, (det, wanted) in enumerate(zip(detectors, plan, strict=True)):
+        if big:
+            progress.report(f"analysing {log.train.height:,} records", i, len(detectors))
         for metric in wanted:
             if metric not in cache:
-                cache[metric] = series_of(log, metric)
+                cache[metric] = series_of(log, metric, context=metric == "loss" or metric in extra
+                                          or metric.startswith("eval_"))
             for s in cache[metric]:
                 result = det.detect(s)
                 if isinstance(result, Skipped):
                     skipped.append(result)
                 else:
                     findings.extend(result)
+            if last_use[metric] == i:  # no later detector reads it: memory stays near one series
+                del cache[metric]
     if big:
         progress.report(f"analysing {log.train.height:,} records", len(detectors), len(detectors))
     findings = _with_lines(_memorising(_explained(findings)), log)
