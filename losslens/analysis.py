@@ -235,8 +235,9 @@ def _explained(findings: list[Finding]) -> list[Finding]:
 
     structures = [f for f in findings if f.kind in ("ladder", "multimodal") or "cycle_top" in f.evidence]
 
-    def g_cycles(f: Finding) -> bool:  # the cycles of a short log on f's series
+    def on_short_cycles(f: Finding) -> bool:  # the cycles of a short log on f's series
         return any(same(f, g) and "cycle_top" in g.evidence for g in structures)
+
     out = []
     for f in findings:
         if f.kind == "spike":
@@ -261,7 +262,7 @@ def _explained(findings: list[Finding]) -> list[Finding]:
                     same(f, g) and g.kind == "ladder" and g.evidence.get("cause") == "accumulator"
                     for g in structures):
                 continue
-        elif f.kind == "ladder" and g_cycles(f) and f.evidence.get("cause") != "accumulator":
+        elif f.kind == "ladder" and on_short_cycles(f) and f.evidence.get("cause") != "accumulator":
             continue
         elif f.kind == "multimodal" and (lr := next(
                 (g for g in findings if same(f, g) and g.kind == "periodicity"
