@@ -154,8 +154,8 @@ def analyze_log(log: LogData, detectors: tuple[Detector, ...] = REGISTRY,
             progress.report(f"analysing {log.train.height:,} records", i, len(detectors))
         for metric in wanted:
             if metric not in cache:
-                cache[metric] = series_of(log, metric, context=metric == "loss" or metric in extra
-                                          or metric.startswith("eval_"))
+                cache[metric] = series_of(log, metric, context=metric in ("loss", "grad_norm")
+                                          or metric in extra or metric.startswith("eval_"))
             for s in cache[metric]:
                 result = det.detect(s)
                 if isinstance(result, Skipped):

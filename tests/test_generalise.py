@@ -279,3 +279,27 @@ def test_hf_dicts_with_their_own_step_keep_it_across_a_restart(tmp_path: Path) -
     assert log.format == "hf" and not any("buffered" in n for n in log.notes)
     first, second = (log.train.filter(log.train["segment"] == k)["step"].to_list() for k in (0, 1))
     assert (first[0], first[-1], second[0], second[-1]) == (1, 299, 270, 399)
+
+
+def test_real_shapes_of_a_nan_grad_norm(tmp_path: Path) -> None:
+    """Line shapes from public issue pastes: mmcv's 'Epoch [1][100/62598]' with one NaN grad norm
+    under fp16 (the loss goes on: a skipped step, a warning), Megatron-DeepSpeed lines that leave
+    the loss out and print 'grad norm: nan' (an error, exit 1, not 'ok')."""
+    mm = tmp_path / "mmocr.log"
+    mm.write_text("".join(
+        f"2021-11-22 01:32:34,502 - mmocr - INFO - Epoch [1][{k * 100}/62598]\tlr: 1.000e-03, eta: "
+        f"6 days, 15:22:46, time: 0.539, data_time: 0.051, memory: 7239, loss_ce: 1.2757, "
+        f"loss: {1.9 - 0.02 * k + 0.003 * (k % 3):.4f}, grad_norm: {'nan' if k == 1 else 3.5 + k % 4}\n"
+        for k in range(1, 30)))
+    (f,) = of(analyze(read_log(mm)), "nonfinite")
+    assert (f.metric, f.start_step, f.severity) == ("grad_norm", 100, Severity.WARNING)
+    assert "dynamic loss scaling" in f.summary
+    meg = tmp_path / "megatron.log"
+    meg.write_text("".join(
+        f" iteration     {i}/  250000 | consumed samples:        {i * 8} | elapsed time per iteration "
+        f"(ms): 4247.9 | learning rate: 2.999E-04 | global batch size:     8 | loss scale: 1.0 | grad "
+        f"norm: {'nan' if i >= 5426 else '1.234'} | number of nan iterations:   0 |\n"
+        for i in range(5420, 5440)))
+    proc = subprocess.run([sys.executable, "-m", "losslens", "check", str(meg)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and "grad_norm is NaN from step 5426" in proc.stdout

@@ -61,12 +61,21 @@ class NonFinite(Detector):
             where = "to the end of the log" if to_end else f"in {len(idx)} of {len(v)} records"
             summary = (f"{series.metric} is {'/'.join(kinds)} from step {int(steps[first])} {where}"
                        f"{' (last finite value ' + _fmt(v[first - 1]) + ')' if first else ''}")
+            severity = Severity.ERROR
             if series.metric == "grad_norm":
-                summary += ("; Hugging Face's Trainer hides a NaN loss (logging_nan_inf_filter "
-                            "logs the running mean instead): the loss is likely NaN too")
+                loss = (series.context or {}).get("loss")
+                moving = loss is not None and _loss_moves(loss, idx)
+                if moving and not to_end and len(idx) <= max(1, 0.05 * len(v)):
+                    severity = Severity.WARNING
+                    summary += ("; the loss stays finite and moving: with fp16 dynamic loss scaling "
+                                "an overflowing step is skipped and the scale lowered (normal when "
+                                "rare; many in a row mean the scale has collapsed)")
+                else:
+                    summary += ("; the loss is likely NaN too (Hugging Face's Trainer logs a running "
+                                "mean in its place, logging_nan_inf_filter; Megatron leaves it out)")
             else:
                 summary += ": training has blown up (lower the LR, check for bad batches, fp16 overflow)"
-            out.append(Finding(self.name, Severity.ERROR, series.metric, int(steps[first]),
+            out.append(Finding(self.name, severity, series.metric, int(steps[first]),
                                int(steps[last]), summary,
                                {"first_step": int(steps[first]), "count": int(len(idx)),
                                 "values": kinds, "to_end": to_end}, series.segment))
@@ -107,6 +116,14 @@ class NonFinite(Detector):
                             {"frozen_value": float(v[start]), "records": length,
                              "repeat_rate_around": round(rate, 4)}, series.segment)]
         return []
+
+
+def _loss_moves(loss: np.ndarray, bad: np.ndarray) -> bool:
+    """The loss is finite at and after the records ``bad`` and keeps changing (not the 0.0 or the
+    repeated value a logger prints in place of a NaN)."""
+    after = loss[int(bad[0]):]
+    return bool(len(after) >= 3 and np.all(np.isfinite(loss[bad])) and np.all(np.isfinite(after))
+                and np.unique(after).size > max(2, len(after) // 2) and np.any(after != 0))
 
 
 def _below_precision(v: np.ndarray, start: int, end: int, w: int) -> bool:

@@ -58,6 +58,8 @@ TRAIN_HEAD = re.compile(
 # 'Iter(train) [ 50/90000]'; '(val)'/'(test)' heads are evaluation
 MM_HEAD = re.compile(r"\b(?:Epoch\((train|val|test)\)\s*\[(\d+)\]\[\s*(\d+)/(\d+)\]"
                      r"|Iter\((train|val|test)\)\s*\[\s*(\d+)/(\d+)\])")
+# mmcv 1.x's text logger (mmdet 2, mmocr 0.x): 'Epoch [1][100/62598]\tlr: ...' (1-based epochs)
+MMCV_HEAD = re.compile(r"\bEpoch \[(\d+)\]\[\s*(\d+)/(\d+)\]")
 TEST_HEAD = re.compile(r"(?:^|[\s\]])(?:Test:|Eval: data epoch: \[\d+\])\s+\[\s*\d+/\d+\]")
 # ProgressMeter's tab-separated 'Loss 6.9077e+00 (6.9077e+00)' fields (no colon)
 SPACED = re.compile(rf"^\s*([A-Za-z][\w@/.\-]*)\s+({NONFINITE}(?![A-Za-z])|{NUMBER})\b")
@@ -230,6 +232,10 @@ class _ColonParser(RegexLineParser):
                 step = (int(mm.group(2)) - 1) * int(mm.group(4)) + int(mm.group(3))
                 return "train", step, {**metrics, "epoch": float(mm.group(2))}
             return "train", int(mm.group(6)), metrics
+        if (mmcv := MMCV_HEAD.search(line) if "Epoch [" in line else None) is not None:
+            epoch = int(mmcv.group(1))
+            step = (epoch - 1) * int(mmcv.group(3)) + int(mmcv.group(2))
+            return "train", step, {**metrics, "epoch": float(epoch)}
         if ("Test:" in line or "Eval: " in line) and TEST_HEAD.search(line):
             metrics = self._spaced(line, metrics)
             metrics.pop("test", None)

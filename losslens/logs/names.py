@@ -77,7 +77,10 @@ def is_training_metric(name: str) -> bool:
     accuracy…), not a setting that merely mentions one (``loss_scale_window``)."""
     if any(t in name for t in _NOT_METRICS):
         return False
-    return name.split("_")[-1] in _METRIC_SUFFIXES or name.rsplit("/", 1)[-1] in _METRIC_SUFFIXES
+    # the grad norm alone makes a record too (Megatron prints 'grad norm: nan' on lines whose
+    # loss it leaves out): a NaN there is the first sign of a run blowing up
+    return (name.split("_")[-1] in _METRIC_SUFFIXES or name.rsplit("/", 1)[-1] in _METRIC_SUFFIXES
+            or name == "grad_norm")
 
 
 NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
