@@ -136,20 +136,19 @@ class Follower:
             return False
         return os.pread(self.file.fileno(), len(self.head), 0) != self.head
 
-    def _copy(self, ident: tuple[int, int] | None) -> str | None:
-        """``path.1`` when it is another file than ``ident`` and the one being followed."""
+    def _copy(self) -> str | None:
+        """``path.1`` when it is a file not read yet (every file opened is in ``seen``)."""
         sibling = self.path + ".1"
         try:
             st = os.stat(sibling)
         except OSError:
             return None
-        known = (st.st_dev, st.st_ino)
-        return sibling if known not in (ident, self.ident) and known not in self.seen else None
+        return sibling if (st.st_dev, st.st_ino) not in self.seen else None
 
     def _recover(self, chunks: list[bytes], why: str) -> None:
         """The bytes written between the last read and a truncation: from the rotated copy when it
         starts like the file read so far, else a note that some lines may be missing."""
-        copy = self._copy(None)
+        copy = self._copy()
         if copy is not None and self.head:
             with open(copy, "rb") as f:
                 if f.read(len(self.head)) == self.head:
@@ -176,14 +175,13 @@ class Follower:
             now, st = None, None
         if now is not None and now != self.ident:
             # rotated or recreated: finish the old file, then start the new one from its top
-            old = self.ident
             chunks.append(self._drain())  # the old file's rest, whole: it will not grow again
             self._flush_partial(chunks)
             self.file.close()
             self.events.append("rotated")
             if not self._open():
                 return self._lines(chunks)
-            missed = self._copy(old)
+            missed = self._copy()
             if missed is not None:  # a generation rotated away before it was ever opened
                 with open(missed, "rb") as f:
                     chunks.append(f.read())

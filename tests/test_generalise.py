@@ -281,10 +281,9 @@ def test_hf_dicts_with_their_own_step_keep_it_across_a_restart(tmp_path: Path) -
     assert (first[0], first[-1], second[0], second[-1]) == (1, 299, 270, 399)
 
 
-def test_real_shapes_of_a_nan_grad_norm(tmp_path: Path) -> None:
-    """Line shapes from public issue pastes: mmcv's 'Epoch [1][100/62598]' with one NaN grad norm
-    under fp16 (the loss goes on: a skipped step, a warning), Megatron-DeepSpeed lines that leave
-    the loss out and print 'grad norm: nan' (an error, exit 1, not 'ok')."""
+def test_a_rare_nan_grad_norm_under_fp16_is_a_warning(tmp_path: Path) -> None:
+    """mmcv's 'Epoch [1][100/62598]' lines (a public issue paste) with one NaN grad norm under
+    fp16: the loss goes on, so the step was skipped by the loss scaler: a warning."""
     mm = tmp_path / "mmocr.log"
     mm.write_text("".join(
         f"2021-11-22 01:32:34,502 - mmocr - INFO - Epoch [1][{k * 100}/62598]\tlr: 1.000e-03, eta: "
@@ -294,6 +293,11 @@ def test_real_shapes_of_a_nan_grad_norm(tmp_path: Path) -> None:
     (f,) = of(analyze(read_log(mm)), "nonfinite")
     assert (f.metric, f.start_step, f.severity) == ("grad_norm", 100, Severity.WARNING)
     assert "dynamic loss scaling" in f.summary
+
+
+def test_megatron_lines_without_a_loss_and_a_nan_grad_norm_fail(tmp_path: Path) -> None:
+    """Megatron-DeepSpeed lines (a public issue paste) that leave the loss out and print
+    'grad norm: nan': an error and exit 1, not 'no records'."""
     meg = tmp_path / "megatron.log"
     meg.write_text("".join(
         f" iteration     {i}/  250000 | consumed samples:        {i * 8} | elapsed time per iteration "
