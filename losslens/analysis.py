@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import polars as pl
@@ -12,6 +13,7 @@ from losslens.detectors import REGISTRY, Detector, Series
 from losslens.errors import UsageError
 from losslens.findings import Finding, Report, Severity, Skipped
 from losslens.logs import LogData
+from losslens.logs.compact import column as values_of
 from losslens.logs.names import canonical
 
 PROGRESS_RECORDS = 1_000_000  # the detectors tell their progress on logs at least this long
@@ -29,12 +31,15 @@ def series_of(log: LogData, metric: str, context: bool = True) -> list[Series]:
     frame = log.eval if metric.startswith("eval_") and metric in log.eval.columns else log.train
     if metric not in frame.columns or isinstance(frame.schema[metric], pl.List):
         return []
-    value = pl.col(metric)
+    value = frame[metric]
     if metric == "time":
-        value = (pl.col("time").cast(pl.Int64) / 1e6).alias("time")  # µs → s
+        value = (value.cast(pl.Int64) / 1e6).alias("time")  # µs → s
     others = [c for c in CONTEXT if c in frame.columns and c != metric
               and not isinstance(frame.schema[c], pl.List)] if context else []
-    data = frame.select("segment", "step", value, *others).filter(pl.col(metric).is_not_null())
+    # the columns themselves (DataFrame.select would copy a large log's chunks into one)
+    data = pl.DataFrame([frame["segment"], frame["step"], value, *(frame[c] for c in others)])
+    if data[metric].null_count():
+        data = data.filter(pl.col(metric).is_not_null())
     if context and frame is log.eval and "loss" in log.train.columns and log.train.height:
         train = (log.train.select("segment", "step", pl.col("loss").alias("train_loss"))
                  .filter(pl.col("train_loss").is_not_null()).sort("step"))
@@ -42,12 +47,34 @@ def series_of(log: LogData, metric: str, context: bool = True) -> list[Series]:
                                                 check_sortedness=False)
         others.append("train_loss")
     out = []
-    for (seg,), part in data.group_by("segment", maintain_order=True):
-        part = part.unique("step", keep="last", maintain_order=True).sort("step")
-        ctx = {c: part[c].cast(pl.Float64).to_numpy() for c in others}
-        out.append(Series(metric, part["step"].to_numpy().astype(np.int64),
-                          part[metric].cast(pl.Float64).to_numpy(), int(seg), ctx))  # type: ignore[arg-type]
+    if data.height > 1 and data["segment"].n_unique() == 1 and \
+            data["step"].diff().min() > 0:  # type: ignore[operator]
+        groups = [((data["segment"][0],), data)]  # one segment, steps rising: nothing to sort
+    else:
+        groups = [(key, part.unique("step", keep="last", maintain_order=True).sort("step"))
+                  for key, part in data.group_by("segment", maintain_order=True)]
+    for (seg,), part in groups:
+        ctx = Columns({c: part[c] for c in others})
+        out.append(Series(metric, part["step"].to_numpy().astype(np.int64, copy=False),
+                          values_of(part[metric]), int(seg), ctx))  # type: ignore[arg-type]
     return out
+
+
+class Columns(Mapping[str, np.ndarray]):
+    """A series' context columns, turned into float64 arrays when a detector asks for one (few
+    do): a large log's loss series does not hold four more arrays of its length."""
+
+    def __init__(self, columns: dict[str, pl.Series]):
+        self.columns = columns
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return values_of(self.columns[name])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.columns)
+
+    def __len__(self) -> int:
+        return len(self.columns)
 
 
 def resolve_metric(log: LogData, name: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,7 +19,7 @@ class Series:
     steps: np.ndarray  # (n,) int64
     values: np.ndarray  # (n,) float64
     segment: int = 0
-    context: dict[str, np.ndarray] | None = None  # other metrics of the segment, same steps
+    context: Mapping[str, np.ndarray] | None = None  # other metrics of the segment, same steps
 
     def __len__(self) -> int:
         return len(self.steps)

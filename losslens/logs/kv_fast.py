@@ -222,10 +222,10 @@ def _read_template(rows: pl.DataFrame, t: Template, lineno: pl.Series, sink: Sin
                           or [pl.lit(False)]).alias("train"),
         pl.any_horizontal([pl.col(c).is_not_null() for c in eval_names] or [pl.lit(False)])
         .alias("eval"))
-    sink.frames.append(frame.filter(flags["train"]).select(list(meta) + train_names))
+    sink.add(frame.filter(flags["train"]).select(list(meta) + train_names))
     if eval_names:
         extra = ["epoch"] if "epoch" in cols else []
-        sink.eval_frames.append(frame.filter(flags["eval"]).select(list(meta) + eval_names + extra))
+        sink.add(frame.filter(flags["eval"]).select(list(meta) + eval_names + extra), evals=True)
     idle = frame.filter(~flags["train"] & ~flags["eval"])["line"]
     sink.idle_lines.extend(idle.to_list())
     return pending & bad

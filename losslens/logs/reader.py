@@ -12,6 +12,7 @@ import polars as pl
 from losslens.errors import FormatError, InputError
 from losslens.logs import kv_fast
 from losslens.logs.base import RANK_PREFIX, Format, LineParser, strip_prefixes
+from losslens.logs.compact import NARROW_NOTE, normalised
 from losslens.logs.records import Accounting, Sink
 from losslens.logs.registry import BY_NAME, FORMATS, check_format
 from losslens.logs.source import Source, decode_lines, open_source
@@ -51,13 +52,17 @@ class LogData:
     segments: tuple[Segment, ...]
     names: dict[str, str] = field(default_factory=dict)  # canonical → original key
     notes: tuple[str, ...] = ()
+    lists: tuple[str, ...] = ()  # list columns a large log holds as their min and mean only
 
     @property
     def metrics(self) -> list[str]:
-        """Canonical metrics of the train records (derived list min/mean columns left out)."""
+        """Canonical metrics of the train records (derived list min/mean columns left out; a
+        list column held as those alone is named in their place)."""
         lists = [c for c, t in self.train.schema.items() if isinstance(t, pl.List)]
-        derived = {f"{c}_{s}" for c in lists for s in ("min", "mean")}
-        return [c for c in self.train.columns if c not in META_COLUMNS and c not in derived]
+        derived = {f"{c}_{s}": c for c in lists + list(self.lists) for s in ("min", "mean")}
+        out = [derived.get(c, c) for c in self.train.columns if c not in META_COLUMNS
+               and (c not in derived or derived[c] in self.lists)]
+        return list(dict.fromkeys(out))
 
     @property
     def eval_metrics(self) -> list[str]:
@@ -247,7 +252,7 @@ def _one_rank(train: list[pl.DataFrame], evals: list[pl.DataFrame], acc: Account
         other = pl.col("rank").is_not_null() & (pl.col("rank") != keep)
         nan_note = None
         for p in ranked:
-            floats = [c for c, t in p.schema.items() if t == pl.Float64 and c != "rank"]
+            floats = [c for c, t in p.schema.items() if t.is_float() and c != "rank"]
             bad = p.filter(other & pl.any_horizontal([~pl.col(c).is_finite() for c in floats])) \
                 if floats else p.clear()
             if bad.height:
@@ -272,36 +277,20 @@ def _one_rank(train: list[pl.DataFrame], evals: list[pl.DataFrame], acc: Account
             [p.drop("rank") if "rank" in p.columns else p for p in evals])
 
 
-def _canonical_types(df: pl.DataFrame) -> pl.DataFrame:
-    """step/line Int64, metrics Float64 or List(Float64); only columns not so already change."""
-    casts = []
-    for name, dtype in df.schema.items():
-        want: pl.DataType | None = None
-        if name in ("step", "line"):
-            want = pl.Int64()
-        elif name == "time":
-            continue
-        elif isinstance(dtype, pl.List):
-            want = pl.List(pl.Float64)
-        elif dtype == pl.Null or dtype.is_numeric():
-            want = pl.Float64()
-        if want is not None and dtype != want:
-            casts.append(pl.col(name).cast(want))
-    return df.with_columns(casts) if casts else df
-
-
-def _parts(records: list[dict], frames: list[pl.DataFrame]) -> list[pl.DataFrame]:
-    """Record frames in canonical types, with list columns' derived min and mean."""
-    parts = [_canonical_types(f) for f in frames if f.height]
+def _parts(sink: Sink, evals: bool) -> list[pl.DataFrame]:
+    """The record frames in canonical types, with list columns' derived min and mean (held
+    compact when the log is large: see compact.py)."""
+    records = sink.eval if evals else sink.train
+    frames = sink.eval_frames if evals else sink.frames
+    if sink.compactors is None:  # frames a caller put in the sink itself are normalised here
+        frames = [normalised(f) for f in frames]
+    parts = [f for f in frames if f.height]
     if records:
-        parts.append(_canonical_types(pl.from_dicts(records, infer_schema_length=None)))
-    out = []
-    for part in parts:
-        derived = [e for name, dtype in part.schema.items() if isinstance(dtype, pl.List)
-                   for e in (pl.col(name).list.min().alias(f"{name}_min"),
-                             pl.col(name).list.mean().alias(f"{name}_mean"))]
-        out.append(part.with_columns(derived) if derived else part)
-    return out
+        last = normalised(pl.from_dicts(records, infer_schema_length=None))
+        if sink.compactors is not None:
+            last = sink.compactors[1 if evals else 0].frame(last, parts)
+        parts.append(last)
+    return parts
 
 
 def _frame(parts: list[pl.DataFrame]) -> pl.DataFrame:
@@ -334,27 +323,40 @@ def _fill_steps(df: pl.DataFrame, notes: list[str], what: str) -> pl.DataFrame:
 
 def _segments(parts: list[pl.DataFrame]) -> tuple[list[pl.DataFrame], tuple[Segment, ...]]:
     """Number the segments (a step that goes backwards starts one), part by part so that a
-    large log's columns are never copied."""
-    steps = np.concatenate([p["step"].to_numpy() for p in parts])
-    lines = np.concatenate([p["line"].to_numpy() for p in parts])
-    back = np.zeros(len(steps), dtype=bool)
-    back[1:] = steps[1:] < steps[:-1]
-    ids = np.cumsum(back, dtype=np.int32)
-    out, offset = [], 0
+    large log's columns are never copied (nor its steps gathered in one array)."""
+    out: list[pl.DataFrame] = []
+    starts: list[tuple[int, int, int]] = []  # (first record, first step, first line)
+    lasts: list[int] = []  # the last step of each segment that is over
+    prev: int | None = None
+    offset = seg = 0
     for part in parts:
-        out.append(part.with_columns(pl.Series("segment", ids[offset:offset + part.height])))
-        offset += part.height
-    starts = np.concatenate([[0], np.flatnonzero(back)])
-    ends = np.concatenate([starts[1:], [len(steps)]])
-    segs = tuple(Segment(i, int(steps[a]), int(steps[b - 1]), int(b - a), int(lines[a]))
-                 for i, (a, b) in enumerate(zip(starts, ends, strict=True)))
+        steps = part["step"].to_numpy()
+        if not len(steps):
+            out.append(part.with_columns(pl.lit(seg, pl.Int32).alias("segment")))
+            continue
+        back = np.zeros(len(steps), dtype=bool)
+        back[0] = prev is None or steps[0] < prev  # the log's first record starts segment 0
+        back[1:] = steps[1:] < steps[:-1]
+        for i in np.flatnonzero(back):
+            if starts:
+                lasts.append(int(steps[i - 1]) if i else prev)  # type: ignore[arg-type]
+            starts.append((offset + int(i), int(steps[i]), int(part["line"][int(i)])))
+        ids = np.cumsum(back, dtype=np.int32) + np.int32(seg - (prev is None))
+        out.append(part.with_columns(pl.Series("segment", ids)))
+        prev, seg, offset = int(steps[-1]), int(ids[-1]), offset + len(steps)
+    if prev is not None:
+        lasts.append(prev)
+    ends = [a for a, _, _ in starts[1:]] + [offset]
+    segs = tuple(Segment(i, first, last, end - a, line) for i, ((a, first, line), last, end)
+                 in enumerate(zip(starts, lasts, ends, strict=True)))
     return out, segs
 
 
 def _assemble(source: str, fmt: str, sink: Sink, acc: Accounting) -> LogData:
     notes = list(sink.notes)
-    train_parts, eval_parts = _one_rank(_parts(sink.train, sink.frames),
-                                        _parts(sink.eval, sink.eval_frames), acc, notes)
+    train_parts, eval_parts = _one_rank(_parts(sink, False), _parts(sink, True), acc, notes)
+    if sink.compactors is not None:
+        notes.append(NARROW_NOTE)
     if not train_parts and not eval_parts:
         raise FormatError(f"no {fmt} records in {acc.total} lines ({acc.n_skipped} skipped, "
                           f"{acc.blank} blank)", source=source)
@@ -380,7 +382,8 @@ def _assemble(source: str, fmt: str, sink: Sink, acc: Accounting) -> LogData:
         notes.append(f"the step went backwards {len(segments) - 1} time(s): "
                      f"{len(segments)} segments (restarts), analysed apart")
     return LogData(source=source, format=fmt, train=train, eval=_ordered(evals), lines=acc,
-                   segments=segments, names=dict(sink.names), notes=tuple(notes))
+                   segments=segments, names=dict(sink.names), notes=tuple(notes),
+                   lists=tuple(sink.compactors[0].lists) if sink.compactors else ())
 
 
 def _ordered(df: pl.DataFrame) -> pl.DataFrame:

@@ -12,6 +12,7 @@ from typing import Any
 
 import polars as pl
 
+from losslens.logs.compact import COMPACT_RECORDS, Compactor, normalised
 from losslens.logs.names import STEP_KEYS, canonical, is_eval, is_training_metric, parse_value
 
 Value = float | list[float]
@@ -67,16 +68,36 @@ class Sink:
     notes: list[str] = field(default_factory=list)
     idle_lines: list[int] = field(default_factory=list)  # vectorised rows that held no metric
     source_name: str = ""  # the file's base name (an MLflow metric file is named by its metric)
+    # a large log's frames are compacted as they come (see compact.py): train, eval
+    compactors: tuple[Compactor, Compactor] | None = None
 
     def compact(self) -> None:
         """Turn the records gathered so far into frames: a dict per record costs about ten times
         its columns' memory (1M per-line records: ~1 GB as dicts)."""
         if len(self.train) >= COMPACT_AT:
-            self.frames.append(pl.from_dicts(self.train, infer_schema_length=None))
+            self.add(pl.from_dicts(self.train, infer_schema_length=None))
             self.train = []
         if len(self.eval) >= COMPACT_AT:
-            self.eval_frames.append(pl.from_dicts(self.eval, infer_schema_length=None))
+            self.add(pl.from_dicts(self.eval, infer_schema_length=None), evals=True)
             self.eval = []
+
+    def add(self, frame: pl.DataFrame, evals: bool = False) -> None:
+        """A frame of records (a reader's chunk), in canonical types; once the log holds more
+        than COMPACT_RECORDS train records, every frame is held compact."""
+        frame = normalised(frame)
+        frames = self.eval_frames if evals else self.frames
+        if self.compactors is None and not evals and \
+                sum(f.height for f in self.frames) + frame.height > COMPACT_RECORDS:
+            self.compactors = (Compactor(), Compactor())
+            for i, c in enumerate(self.compactors):
+                held = self.eval_frames if i else self.frames
+                done: list[pl.DataFrame] = []
+                for f in held:
+                    done.append(c.frame(f, done))
+                held[:] = done
+        if self.compactors is not None:
+            frame = self.compactors[1 if evals else 0].frame(frame, frames)
+        frames.append(frame)
 
     def emit(self, line: int, step: int | None, metrics: Mapping[str, Value | None],
              time: datetime | None = None, kind: str | None = None) -> bool:
