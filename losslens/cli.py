@@ -523,7 +523,7 @@ def _follow(log: str, watcher, view, exit_at: Severity | None, interval: float, 
             head = f.read(1 << 18)
         watcher.hint(decode_lines(head)[:-1])
     stop = threading.Event()
-    code, last = ExitCode.OK, 0.0
+    code, last, cost = ExitCode.OK, 0.0, 0.0
     try:
         for batch in lines_from(log, interval, stop, watcher.notes, tail, watcher.pass_over):
             if batch is None:  # end of standard input: settle and stop
@@ -531,13 +531,14 @@ def _follow(log: str, watcher, view, exit_at: Severity | None, interval: float, 
                 for _ in range(max(1, confirm)):
                     code = max(code, view.show(watcher.analyse(), exit_at))
                 break
-            for line in batch:
-                watcher.feed(line)
+            watcher.feed_batch(batch)
             watcher.tick()
             due = watcher.new_records or any(not a.announced for a in watcher.active.values())
-            if due and time.monotonic() - last >= interval:
+            # analyses take at most about a quarter of the time: a backlog is read at speed
+            if due and time.monotonic() - last >= max(interval, 3 * cost):
                 last = time.monotonic()
                 code = max(code, view.show(watcher.analyse(), exit_at))
+                cost = time.monotonic() - last
             view.notes()
             view.refresh()
             _stdout_gone()

@@ -23,15 +23,18 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import polars as pl
+
 from losslens.analysis import analyze
 from losslens.errors import LossLensError
 from losslens.findings import Finding, Report, Severity
-from losslens.logs import BY_NAME, sniff
-from losslens.logs.base import Format, LineParser
+from losslens.logs import BY_NAME, kv_fast, sniff
+from losslens.logs.base import RANK_PREFIX, Format, LineParser
 from losslens.logs.names import canonical
 from losslens.logs.reader import _assemble, feed_ranked, strips
 from losslens.logs.records import Accounting, Sink
 
+FAST_BATCH = 500  # a batch of this many kv lines is read vectorised
 SNIFF_MAX = 2000  # lines held before the format is known; then kv is assumed
 SNIFF_AFTER = 20  # non-blank lines before the format is guessed
 _BREAK = re.compile(rb"\r(?!\n)|\n")
@@ -299,6 +302,15 @@ class Event:
                 "source": source, "finding": self.finding.as_dict(), "lines": lines.as_dict()}
 
 
+def flat(rec: dict[str, Any]) -> None:
+    """A list value (``q_pre=[50, 46]``) becomes its min and mean, which are what is analysed (as
+    the readers derive them): a window of dicts holding lists is slow to turn into a frame."""
+    for key in [k for k, v in rec.items() if isinstance(v, list)]:
+        v = [x for x in rec.pop(key) if x is not None]
+        rec[f"{key}_min"] = min(v) if v else None
+        rec[f"{key}_mean"] = sum(v) / len(v) if v else None
+
+
 def identity(f: Finding) -> tuple:
     """What makes two analyses' findings the same event (spikes: their peak step)."""
     return (f.kind, f.metric, f.segment, f.evidence.get("peak_step") if f.kind == "spike" else None)
@@ -336,6 +348,7 @@ class Watcher:
         self.watched = frozenset(nonfinite[0].metrics) | {canonical(m) for m in metrics} if nonfinite \
             else frozenset()
         self.nonfinite: dict[str, dict[str, Any]] = {}
+        self.templates: list[kv_fast.Template] | None = None  # for large batches of kv lines
         self.notes: list[str] = []  # what following the file may have cost (rotations, truncations)
 
     def pass_over(self, n: int) -> None:
@@ -396,6 +409,57 @@ class Watcher:
         for lineno, line in pending:
             self._parse(lineno, line)
 
+    def feed_batch(self, lines: list[str]) -> None:
+        """``feed`` for each line; a large batch of a key=value log (a backlog, a log followed
+        from its top, a fast writer) is read vectorised, as ``read_log`` reads it."""
+        i = 0
+        while self.parser is None and i < len(lines):
+            self.feed(lines[i])
+            i += 1
+        rest = lines[i:] if i else lines
+        if len(rest) >= FAST_BATCH and self.format is not None and self.format.name == "kv" \
+                and not self.strip and not any(RANK_PREFIX.match(x) for x in rest[:64]):
+            self._parse_fast(rest)
+            return
+        for line in rest:
+            self.feed(line)
+
+    def _parse_fast(self, lines: list[str]) -> None:
+        assert self.parser is not None
+        sink = self.sink
+        chunk = "\n".join(lines).replace("\r", "").encode("utf-8", errors="replace") + b"\n"
+        if self.templates is None:
+            self.templates = kv_fast.templates(lines[:kv_fast.SAMPLE_LINES])
+        kv_fast.parse_chunk(chunk, self.acc.total + 1, self.templates, sink, self.acc, self.parser)
+        del sink.idle_lines[:]  # accounted by parse_chunk
+        train, n_train = self._rows(sink.frames, sink.train)
+        evals, _ = self._rows(sink.eval_frames, sink.eval)
+        del sink.frames[:], sink.eval_frames[:], sink.train[:], sink.eval[:]
+        self.train.extend(train)
+        self.evals.extend(evals)
+        self.new_records += n_train
+
+    def _rows(self, frames: list[pl.DataFrame], records: list[dict]) -> tuple[list[dict], int]:
+        """A batch's records as dicts in line order, the last ``window`` of them, and how many
+        there were. The per-record check sees every one (on the columns, vectorised)."""
+        keep = self.train.maxlen or len(records) + sum(f.height for f in frames)
+        out: list[dict] = []
+        for frame in frames:
+            watched = [c for c in frame.columns if c in self.watched]
+            if watched:
+                bad = frame.filter(pl.any_horizontal([~pl.col(c).is_finite() for c in watched]))
+                self._check(bad.to_dicts())
+            lists = [c for c, t in frame.schema.items() if isinstance(t, pl.List)]
+            out += frame.tail(keep).drop(lists).to_dicts()
+        self._check(records)
+        for rec in records:
+            flat(rec)
+        n = len(records) + sum(f.height for f in frames)
+        out += records
+        if frames and records:
+            out.sort(key=lambda r: r["line"])
+        return out[-keep:], n
+
     def _parse(self, lineno: int, line: str) -> None:
         assert self.parser is not None
         n_train, n_eval = len(self.sink.train), len(self.sink.eval)
@@ -407,6 +471,8 @@ class Watcher:
         # move new records into the bounded window (the sink is only a mailbox)
         self._check(self.sink.train[n_train:])
         self._check(self.sink.eval[n_eval:])
+        for rec in self.sink.train[n_train:]:
+            flat(rec)
         self.train.extend(self.sink.train[n_train:])
         self.evals.extend(self.sink.eval[n_eval:])
         self.new_records += len(self.sink.train) - n_train
@@ -422,6 +488,8 @@ class Watcher:
             n = len(self.sink.train)
             self.parser.finish()
             self._check(self.sink.train[:])
+            for rec in self.sink.train:
+                flat(rec)
             self.train.extend(self.sink.train[:])
             self.new_records += len(self.sink.train) - n
             del self.sink.train[:]

@@ -373,3 +373,36 @@ def test_a_slow_log_gets_its_format_without_waiting_for_twenty_lines(monkeypatch
     w.tick()  # two seconds on, the two lines are all there is: sniff them
     assert w.format is not None and w.format.name == "kv" and w.acc.parsed == 2
     assert w.nonfinite["loss"]["first_step"] == 2
+
+
+def test_a_large_batch_of_kv_lines_reads_vectorised_and_the_same(monkeypatch) -> None:
+    """A backlog of key=value lines goes through the vectorised reader: the same window, the same
+    accounting, the same per-record NaN memory and report as line by line, with the window
+    (here 500) far shorter than the batch."""
+    s = load(None, cwd=Path("/"))
+    lines = list(synth.dflash_lines(3000, seed=4))
+    lines[1200] = lines[1200].replace("loss=", "loss=nan extra=").split(" acc=")[0] + " acc=0.1"
+    lines[1500:1500] = ["", "Traceback (most recent call last):", "step=1499 loss=1.5 q_pre=[1, x]"]
+    one, many = (Watcher("x", None, s.registry(), frozenset(), window=500) for _ in range(2))
+    for line in lines:
+        one.feed(line)
+    calls = []
+    monkeypatch.setattr(Watcher, "_parse_fast", lambda self, b, f=Watcher._parse_fast: (
+        calls.append(len(b)), f(self, b))[1])
+    many.feed_batch(lines[:40])
+    many.feed_batch(lines[40:])
+    assert calls == [len(lines) - 40]
+    for w in (one, many):
+        w.finish_input()
+    assert many.acc.as_dict() == one.acc.as_dict()
+    assert dict(many.acc.skipped) == dict(one.acc.skipped)
+    assert str(many.nonfinite) == str(one.nonfinite) and many.nonfinite["loss"]["first_step"] == 1200
+
+    def rows(w: Watcher) -> list[dict]:
+        return [{k: v for k, v in r.items() if v is not None} for r in w.train]
+
+    assert len(many.train) == 500 and rows(many) == rows(one)
+    assert "q_pre" not in one.train[-1] and one.train[-1]["q_pre_min"] >= 40  # a list: its min, mean
+    a, b = one.analyse(now=0.0), many.analyse(now=0.0)
+    assert [f.as_dict() for f in one.report.findings] == [f.as_dict() for f in many.report.findings]
+    assert a == b == []
