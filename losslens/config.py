@@ -22,7 +22,8 @@ TOP: dict[str, tuple[Any, type, str]] = {
 WATCH: dict[str, tuple[Any, type, str]] = {
     "window": (5000, int, "records kept and analysed (memory stays flat)"),
     "interval_s": (0.3, float, "seconds between polls of the file and re-analyses"),
-    "confirm": (2, int, "consecutive analyses a finding must appear in before it is announced"),
+    "confirm": (2, int, "consecutive analyses a finding must appear in before it is announced "
+                         "(a NaN/inf: at once)"),
     "cooldown_s": (600.0, float, "seconds before an unchanged active finding is announced again"),
     "exit_on": ("", str, "exit 1 at the first announced finding at or above this severity (empty: "
                 "follow until stopped)"),

@@ -56,6 +56,7 @@ def complete_lines(data: bytes) -> tuple[list[bytes], bytes]:
 
 PASSED = "before the start (--tail / --from-end)"
 READ_EVERY_S = 0.05  # how often a followed file is read (the analysis runs every interval_s)
+BASE_READ = 1 << 20  # bytes read per poll; doubled (up to max_bytes) while a backlog lasts
 HEAD_BYTES = 1024  # the file's first bytes, kept to recognise it (a rewrite changes them)
 
 
@@ -71,12 +72,13 @@ class Follower:
     first bytes at the same size or larger are a truncation followed by a larger rewrite. What
     cannot be recovered is said in ``notes`` (a possible loss), never dropped silently."""
 
-    def __init__(self, path: str, interval: float = 0.5, max_bytes: int = 1 << 20,
+    def __init__(self, path: str, interval: float = 0.5, max_bytes: int = 8 << 20,
                  notes: list[str] | None = None, tail: int | None = None):
         self.path = path
         self.tail = tail  # start at the last `tail` lines of the file there now (0: at its end)
         self.passed = 0  # lines passed over by `tail`, counted (not parsed)
         self.max_bytes = max_bytes  # read at most this much per poll: memory stays flat
+        self.read_size = BASE_READ
         self.more = False  # the last poll stopped at max_bytes: poll again without waiting
         self.interval = interval
         self.file: Any = None
@@ -202,8 +204,10 @@ class Follower:
             self._recover(chunks, "truncated and rewritten")
             self.file.seek(0)
             self.offset, self.head = 0, b""
-        chunks.append(self._drain(self.max_bytes))
-        self.more = len(chunks[-1]) == self.max_bytes
+        chunks.append(self._drain(self.read_size))
+        self.more = len(chunks[-1]) == self.read_size
+        # a backlog is read in larger pieces (the vectorised reader's cost is per piece)
+        self.read_size = min(2 * self.read_size, self.max_bytes) if self.more else BASE_READ
         return self._lines(chunks)
 
     def _lines(self, chunks: list[bytes]) -> list[str]:
@@ -349,6 +353,7 @@ class Watcher:
             else frozenset()
         self.nonfinite: dict[str, dict[str, Any]] = {}
         self.templates: list[kv_fast.Template] | None = None  # for large batches of kv lines
+        self.urgent = False  # a metric was read non-finite for the first time: analyse now
         self.notes: list[str] = []  # what following the file may have cost (rotations, truncations)
 
     def pass_over(self, n: int) -> None:
@@ -503,6 +508,7 @@ class Watcher:
             for key in self.watched.intersection(rec):
                 v = rec[key]
                 if isinstance(v, float) and not math.isfinite(v):
+                    self.urgent |= key not in self.nonfinite
                     seen = self.nonfinite.setdefault(key, {"first_step": rec.get("step"), "value": v,
                                                            "line": rec.get("line"), "count": 0})
                     seen["count"] += 1
@@ -530,6 +536,7 @@ class Watcher:
         """Re-analyse the window; the alert events this produces. With no new record since the
         last analysis, only the detectors with findings still to confirm run again (fast)."""
         now = time.time() if now is None else now
+        self.urgent = False
         only = None
         if self.new_records == 0:
             only = {a.finding.kind for a in self.active.values() if not a.announced or a.missing}
@@ -568,7 +575,8 @@ class Watcher:
             seen.add(key)
             a = self.active.setdefault(key, Active(f))
             a.finding, a.seen, a.missing = f, a.seen + 1, 0
-            if not a.announced and a.seen >= self.confirm:
+            # a value read as NaN cannot flap: it is announced at once, the rest once confirmed
+            if not a.announced and (a.seen >= self.confirm or f.kind == "nonfinite"):
                 a.announced, a.announced_at, a.severity = True, now, f.severity
                 events.append(Event("appeared", f, now))
             elif a.announced and f.severity != a.severity:
