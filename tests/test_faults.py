@@ -15,6 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from losslens import read_log
+from losslens.analysis import analyze
 from losslens.cli import app
 
 DEEP = '{"a":' * 100_000 + "1" + "}" * 100_000
@@ -53,6 +55,16 @@ def run(*args: str, cwd: Path, stdin: bytes | None = None) -> tuple[int, str]:
     ({"ok.log": OK}, ["watch", "-", "--format", "trainer-state"],
      "watch reads --format trainer-state from a file"),
     ({"ok.log": OK}, ["watch", "/dev/null"], "/dev/null: cannot follow: not a regular file"),
+    ({"h.json": '[{"_step": 1, "loss": 2.5},\n {"_step": 2, "loss": 2.4}\n {"_step": 3}]'},
+     ["check", "h.json"], "h.json:3: invalid JSON: expecting ',' or ']' between records"),
+    ({"h.json": '[{"_step": 1, "loss": 2.5},\n {"_step": 2, "loss": }]'}, ["check", "h.json"],
+     "h.json:2: invalid JSON: Expecting value"),
+    ({"h.json": '[{"_step": 1, "loss": 2.5}] [1]'}, ["check", "h.json"],
+     "h.json:1: invalid JSON: extra data after the array"),
+    ({"h.json": '[{"_step": 1, "loss": 2.5}, {"_step": 2, "loss": 2.4}'}, ["check", "h.json"],
+     "h.json:1: invalid JSON: expecting ',' or ']' between records"),
+    ({"h.json": "[ ]"}, ["check", "h.json", "--format", "json-records"],
+     "h.json: no json-records records in 1 lines"),
 ])
 def test_corpus_is_one_line_and_exit_2(tmp_path: Path, files: dict, args: list[str], message: str) -> None:
     for name, text in files.items():
@@ -247,3 +259,36 @@ def test_a_log_that_grows_while_read_is_a_prefix(tmp_path: Path) -> None:
         h.write("step=600000 loss=2.0\n")
     assert sum(c.count(b"\n") for c in [first, *chunks]) >= 600_000
     src.close()
+
+
+def test_a_record_too_wide_to_hold_is_a_skipped_line(tmp_path: Path) -> None:
+    """One 2.8 MB line of 200,000 keys among ordinary ones took 24 GB (and was killed): now it is
+    one skipped line with its reason, in key=value, JSON Lines and CSV alike."""
+    wide = " ".join(f"k{j}={j}" for j in range(200_000))
+    lines = [f"step={i} loss={3 - i / 100:.3f}" for i in range(40)]
+    (tmp_path / "kv.log").write_text("\n".join(lines[:20] + [f"step=20 loss=2.8 {wide}"] + lines[21:]) + "\n")
+    row = {f"k{j}": j for j in range(5000)}
+    (tmp_path / "m.jsonl").write_text("\n".join(
+        [json.dumps({"step": i, "loss": 3 - i / 100}) for i in range(20)]
+        + [json.dumps({"step": 20, "loss": 2.8, **row})]) + "\n")
+    for name in ("kv.log", "m.jsonl"):
+        log = read_log(tmp_path / name)
+        assert dict(log.lines.skipped) == {"more than 4,096 fields in one record": 1}, name
+        assert 20 not in log.train["step"].to_list() and log.train.height == 39 - 19 * (name == "m.jsonl")
+        ln, text = log.lines.examples["more than 4,096 fields in one record"]
+        assert ln == 21 and text.startswith(("step=20 loss=2.8 k0=0", '{"step": 20'))
+
+
+def test_a_json_array_is_read_record_by_record(tmp_path: Path) -> None:
+    recs = [{"_step": i, "train/loss": 3 - i / 1000, "lr": None if i % 7 else 1e-4} for i in range(3000)]
+    recs[1500]["train/loss"] = float("nan")
+    (tmp_path / "h.json").write_text(json.dumps(recs, indent=1))
+    log = read_log(tmp_path / "h.json")
+    assert log.format == "json-records" and log.train.height == 3000
+    assert log.train["step"].to_list() == list(range(3000))
+    report = analyze(log)
+    (nan,) = [f for f in report.findings if f.kind == "nonfinite"]
+    assert nan.start_step == 1500
+    split = {"columns": ["_step", "loss"], "data": [[i, 2 - i / 100] for i in range(50)]}
+    (tmp_path / "s.json").write_text(json.dumps(split))
+    assert read_log(tmp_path / "s.json", format="json-records").train.height == 50

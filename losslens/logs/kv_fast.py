@@ -19,11 +19,12 @@ import polars as pl
 from losslens.logs.base import TIMESTAMP, LineParser
 from losslens.logs.kv import KV, TOKRATE
 from losslens.logs.names import MAGNITUDE, STEP_KEYS, UNIT_SCALE, canonical, is_eval, is_training_metric
-from losslens.logs.records import Accounting, Sink
+from losslens.logs.records import Accounting, Sink, feed_line
 from losslens.logs.source import count_lines, decode_lines
 
 SAMPLE_LINES = 500
 MAX_TEMPLATES = 3
+MAX_TEMPLATE_KEYS = 256  # a wider line is read by the per-line parser
 LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ%/()"
 VALUE_END = r"[\s|,;\[\]()]"
 
@@ -52,7 +53,8 @@ def templates(sample: list[str]) -> list[Template]:
     counts: Counter[Template] = Counter()
     for line in sample:
         pairs = KV.findall(line)
-        if not pairs or line.count("=") + line.count("~") != len(pairs) or "\x1b" in line:
+        if not pairs or len(pairs) > MAX_TEMPLATE_KEYS or "\x1b" in line or \
+                line.count("=") + line.count("~") != len(pairs):
             continue
         shape = _time_shape(line)
         if shape == "other":
@@ -270,7 +272,7 @@ def parse_chunk(chunk: bytes, first_lineno: int, tpls: list[Template], sink: Sin
         if "\x00" in line:
             acc.skip("binary data", ln, line)
             continue
-        reason = parser.feed(ln, line)
+        reason = feed_line(parser, ln, line)
         if reason is None:
             acc.parsed += 1
         else:

@@ -13,7 +13,7 @@ from losslens.errors import FormatError, InputError
 from losslens.logs import kv_fast
 from losslens.logs.base import RANK_PREFIX, Format, LineParser, strip_prefixes
 from losslens.logs.compact import NARROW_NOTE, normalised
-from losslens.logs.records import Accounting, Sink
+from losslens.logs.records import Accounting, Sink, feed_line
 from losslens.logs.registry import BY_NAME, FORMATS, check_format
 from losslens.logs.source import Source, decode_lines, open_source
 
@@ -171,6 +171,7 @@ def _read(src: Source, format: str | None) -> LogData:
         data = src.read_all()
         text = data.decode("utf-8", errors="replace")
         lines = decode_lines(data)
+        del data  # the text and its lines are what the format reads
         acc.total = len(lines)
         fmt.parse_text(text, lines, sink, acc, src.name)
     elif fmt.name == "kv" and not strip and not any(RANK_PREFIX.match(x) for x in head_lines[:SNIFF_LINES]):
@@ -229,9 +230,9 @@ def feed_ranked(parser: LineParser, sink: Sink, lineno: int, line: str, strip: b
     rest, when = strip_prefixes(line) if strip else (line, None)
     m = RANK_PREFIX.match(rest) if "]:" in rest[:32] else None
     if m is None and rest is line:
-        return parser.feed(lineno, line)
+        return feed_line(parser, lineno, line)
     n_train, n_eval = len(sink.train), len(sink.eval)
-    reason = parser.feed(lineno, rest[m.end():] if m else rest)
+    reason = feed_line(parser, lineno, rest[m.end():] if m else rest)
     for rec in sink.train[n_train:] + sink.eval[n_eval:]:
         if m:
             rec["rank"] = int(m.group(1))

@@ -16,6 +16,8 @@ from losslens.logs.compact import COMPACT_RECORDS, Compactor, normalised
 from losslens.logs.names import STEP_KEYS, canonical, is_eval, is_training_metric, parse_value
 
 Value = float | list[float]
+MAX_KEYS = 4096  # a record with more fields is skipped: one 3 MB line of 200k keys took 24 GB
+TOO_WIDE = f"more than {MAX_KEYS:,} fields in one record"
 COMPACT_AT = 50_000  # per-line readers turn their records into a frame every this many
 
 
@@ -54,6 +56,18 @@ class Accounting:
     def as_dict(self) -> dict[str, int]:
         return {"total": self.total, "parsed": self.parsed, "skipped": self.n_skipped,
                 "blank": self.blank}
+
+
+class TooWide(ValueError):
+    """A record with more than MAX_KEYS fields (see ``feed_line``)."""
+
+
+def feed_line(parser: Any, lineno: int, line: str) -> str | None:
+    """``parser.feed``, with a record too wide to hold as its skip reason."""
+    try:
+        return parser.feed(lineno, line)
+    except TooWide:
+        return TOO_WIDE
 
 
 @dataclass
@@ -122,7 +136,10 @@ class Sink:
         return emitted
 
     def metrics_from_pairs(self, pairs: list[tuple[str, str]]) -> tuple[int | None, dict[str, Value]]:
-        """Turn (original key, raw text) pairs into (step, canonical metrics)."""
+        """Turn (original key, raw text) pairs into (step, canonical metrics); TooWide past
+        MAX_KEYS pairs."""
+        if len(pairs) > MAX_KEYS:
+            raise TooWide(TOO_WIDE)
         step: int | None = None
         step_rank = len(STEP_KEYS)
         metrics: dict[str, Value] = {}

@@ -12,7 +12,7 @@ from typing import Any
 from losslens.errors import FormatError
 from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser
 from losslens.logs.names import STEP_KEYS, parse_number
-from losslens.logs.records import Accounting, Sink
+from losslens.logs.records import MAX_KEYS, TOO_WIDE, Accounting, Sink, TooWide
 
 SUMMARY_KEYS = ("train_runtime", "total_flos")
 
@@ -44,8 +44,13 @@ def emit_mapping(sink: Sink, lineno: int, obj: dict[str, Any], step: int | None 
     """Emit one dict-shaped record; the skip reason when it holds none."""
     if any(k in obj for k in SUMMARY_KEYS):
         return "run summary"
+    if len(obj) > MAX_KEYS:
+        return TOO_WIDE
     pairs = [(k, t) for k, v in flatten(obj) if (t := as_text(v)) is not None]
-    found, metrics = sink.metrics_from_pairs(pairs)
+    try:
+        found, metrics = sink.metrics_from_pairs(pairs)
+    except TooWide:
+        return TOO_WIDE
     if not sink.emit(lineno, found if found is not None else step, metrics):
         return "no training metric"
     return None
