@@ -33,6 +33,7 @@ from losslens.logs.base import RANK_PREFIX, Format, LineParser
 from losslens.logs.names import canonical
 from losslens.logs.reader import _assemble, feed_ranked, strips
 from losslens.logs.records import Accounting, Sink
+from losslens.logs.source import MAX_LINE
 
 FAST_BATCH = 500  # a batch of this many kv lines is read vectorised
 SNIFF_MAX = 2000  # lines held before the format is known; then kv is assumed
@@ -226,7 +227,6 @@ class Follower:
             self.file.close()
 
 
-MAX_LINE = 8 << 20  # a longer line is cut here (and still counted as one line)
 
 
 class Splitter:

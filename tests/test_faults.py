@@ -292,3 +292,17 @@ def test_a_json_array_is_read_record_by_record(tmp_path: Path) -> None:
     split = {"columns": ["_step", "loss"], "data": [[i, 2 - i / 100] for i in range(50)]}
     (tmp_path / "s.json").write_text(json.dumps(split))
     assert read_log(tmp_path / "s.json", format="json-records").train.height == 50
+
+
+def test_a_line_past_8_mib_is_cut_and_counted(tmp_path: Path) -> None:
+    """Data without line ends (a forced --format on a binary-ish dump, a 200 MB line) cannot fill
+    memory: the line is cut at 8 MiB, still one line, accounted; reading stays linear."""
+    ok = [f"step={i} loss={3 - i / 100:.3f}" for i in range(30)]
+    long = "x" * (20 << 20)
+    path = tmp_path / "run.log"
+    path.write_text("\n".join(ok[:10] + [long] + ok[10:]) + "\n" + long)
+    log = read_log(path, format="kv")
+    assert log.lines.as_dict() == {"total": 32, "parsed": 30, "skipped": 2, "blank": 0}
+    ln, text = log.lines.examples["unrecognised line"]
+    assert ln == 11 and text == "x" * 160
+    assert log.train["step"].to_list() == list(range(30))

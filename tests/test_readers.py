@@ -265,7 +265,7 @@ def test_compacted_records_give_the_same_frames(monkeypatch, name: str) -> None:
     whole = read_log(FIXTURES / name)
     monkeypatch.setattr(records, "COMPACT_AT", 1)  # and chunks of a few lines, to compact often
     monkeypatch.setattr(source, "HEAD_BYTES", 700)
-    monkeypatch.setattr(source.Source.chunks, "__defaults__", (300,))
+    monkeypatch.setattr(source.Source.chunks, "__defaults__", (300, source.MAX_LINE))
     compacted = []
     real = records.Sink.compact
     monkeypatch.setattr(records.Sink, "compact", lambda self: (compacted.append(len(self.train)), real(self)))

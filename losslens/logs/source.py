@@ -14,6 +14,7 @@ from losslens import progress
 from losslens.errors import InputError
 
 HEAD_BYTES = 1 << 20  # enough to sniff logs that open with long start-up noise
+MAX_LINE = 8 << 20  # a longer line is cut here (and still counted as one line)
 CHUNK_BYTES = 1 << 22  # 4 MiB: keeps peak memory flat on very large logs
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -56,29 +57,43 @@ class Source:
     def is_binary(self) -> bool:
         return b"\x00" in self.head
 
-    def chunks(self, size: int = CHUNK_BYTES) -> Iterator[bytes]:
+    def chunks(self, size: int = CHUNK_BYTES, max_line: int | None = MAX_LINE) -> Iterator[bytes]:
+        """The file in pieces that end at a line end. A line longer than ``max_line`` bytes is
+        cut there (marked, still one line): data without line ends cannot fill memory. The
+        unfinished last line is kept in pieces, joined once (time linear in its length)."""
         if self._consumed:
             raise RuntimeError("a Source is read once")
         self._consumed = True
-        pending = self.head
-        done = len(self.head)
+        pending: list[bytes] = []  # the unfinished line, in pieces
+        held, cut, done = 0, False, len(self.head)
+        mark = b" [line cut at %d bytes]" % (max_line or 0)
+        more = self.head
         while True:
+            nl = more.rfind(b"\n") + 1
+            if nl:
+                first = more.find(b"\n")  # where the unfinished line ends
+                line = b"".join(pending) + (mark if cut else more[:first])
+                yield line + more[first:nl]
+                pending, held, cut = [more[nl:]], len(more) - nl, False
+            elif not cut:
+                pending.append(more)
+                held += len(more)
+            if max_line is not None and not cut and held > max_line:
+                pending, held, cut = [b"".join(pending)[:max_line]], max_line, True
             try:
                 more = self._stream.read(size)
             except (OSError, EOFError, zlib.error) as exc:
                 raise InputError(f"cannot read: {_reason(exc)}", source=self.name) from None
             if not more:
                 self._unchanged(done)
-                if pending:
-                    yield pending
+                rest = b"".join(pending) + (mark if cut else b"")
+                if rest:
+                    yield rest
                 return
             done += len(more)
             progress.report(f"reading {self.name}", done, self.size)
-            pending += more.replace(b"\r", b"\n") if self.cr_lines else more
-            cut = pending.rfind(b"\n") + 1
-            if cut:
-                yield pending[:cut]
-                pending = pending[cut:]
+            if self.cr_lines:
+                more = more.replace(b"\r", b"\n")
 
     def _unchanged(self, done: int) -> None:
         """A file truncated (or truncated and rewritten) while it was read gives a partial or mixed
@@ -99,7 +114,7 @@ class Source:
                              "would mix two logs; read it again", source=self.name)
 
     def read_all(self) -> bytes:
-        return b"".join(self.chunks())
+        return b"".join(self.chunks(max_line=None))
 
     def close(self) -> None:
         if self._stream is not sys.stdin.buffer:
