@@ -29,9 +29,10 @@ from losslens.analysis import analyze
 from losslens.errors import LossLensError
 from losslens.findings import Finding, Report, Severity
 from losslens.logs import BY_NAME, kv_fast, sniff
-from losslens.logs.base import RANK_PREFIX, Format, LineParser
+from losslens.logs.base import RANK_PREFIX, Format, LineParser, feed_ranked
+from losslens.logs.frame import assemble
 from losslens.logs.names import canonical
-from losslens.logs.reader import _assemble, feed_ranked, strips
+from losslens.logs.reader import strips
 from losslens.logs.records import Accounting, Sink
 from losslens.logs.source import MAX_LINE
 
@@ -547,7 +548,7 @@ class Watcher:
                     names=dict(self.sink.names))
         acc = Accounting(total=self.acc.total, parsed=self.acc.parsed, blank=self.acc.blank)
         try:
-            log = _assemble(self.source, self.format.name if self.format else "?", sink, acc)
+            log = assemble(self.source, self.format.name if self.format else "?", sink, acc)
         except LossLensError:  # no record in the window yet: nothing to say
             return []
         return self._debounce(log, now, only)

@@ -6,7 +6,8 @@ import re
 from abc import ABC, abstractmethod
 from datetime import datetime
 
-from losslens.logs.records import Accounting, Sink
+from losslens.logs.records import Accounting, Sink, feed_line
+from losslens.logs.source import Source, decode_lines
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # the prefix torchrun puts on each rank's lines ('[rank3]: ', '[default3]: ' with --tee)
@@ -99,6 +100,25 @@ class Format:
         """A fresh parser for one pass (line formats)."""
         raise TypeError(f"{self.name} is read as a whole document")
 
+    def parser_for(self, sink: Sink, first_line: str) -> LineParser:
+        """The parser for a log whose first non-blank line is ``first_line`` (a CSV's delimiter)."""
+        return self.parser(sink)
+
+    def read(self, src: Source, sink: Sink, acc: Accounting, strip: bool = False,
+             head: list[str] | None = None) -> None:
+        """Read ``src`` into ``sink`` and ``acc``: line by line (``strip``: without a capture's
+        prefixes, see ``feed_ranked``), or as one document for a whole-file format. A format with
+        a faster path overrides this (``head``: the file's first lines, as sniffed)."""
+        if not self.whole_file:
+            read_lines(src, self, sink, acc, strip)
+            return
+        data = src.read_all()
+        text = data.decode("utf-8", errors="replace")
+        lines = decode_lines(data)
+        del data  # the text and its lines are what the format reads
+        acc.total = len(lines)
+        self.parse_text(text, lines, sink, acc, src.name)
+
     def parse_text(self, text: str, lines: list[str], sink: Sink, acc: Accounting,
                    source: str) -> None:
         """Parse a whole document (whole-file formats)."""
@@ -130,3 +150,52 @@ COMMON_NOISE: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\]"
                 r"|^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] \S+:\d+\]"), "framework log line"),
 )
+
+
+def read_lines(src: Source, fmt: Format, sink: Sink, acc: Accounting, strip: bool = False) -> None:
+    """Every line of ``src`` through ``fmt``'s parser, each accounted (parsed, skipped with its
+    reason, blank); records become frames as they go unless the format revisits them."""
+    parser = None
+    lineno = 0
+    for chunk in src.chunks():
+        if not fmt.keeps_records:
+            sink.compact()
+        for line in decode_lines(chunk):
+            lineno += 1
+            if line.endswith("\r"):
+                line = line.rstrip("\r")
+            if not line.strip():
+                acc.blank += 1
+                continue
+            if "\x00" in line:
+                acc.skip("binary data", lineno, line)
+                continue
+            if parser is None:
+                parser = fmt.parser_for(sink, line)
+            reason = feed_ranked(parser, sink, lineno, line, strip)
+            if reason is None:
+                acc.parsed += 1
+            else:
+                acc.skip(reason, lineno, line)
+    if parser is not None:
+        parser.finish()
+    acc.total = lineno
+
+
+def feed_ranked(parser: LineParser, sink: Sink, lineno: int, line: str, strip: bool = False) -> str | None:
+    """Feed one line to ``parser``. With ``strip`` (see ``reader.strips``), the prefixes a capture put
+    before it (a timestamp, a logging level, a '> ' quote: see ``strip_prefixes``) are cut off,
+    their time kept on the records the line completes; a torchrun rank prefix ('[rank3]: ') is
+    cut off too and those records are tagged with that rank (see ``frame.assemble``)."""
+    rest, when = strip_prefixes(line) if strip else (line, None)
+    m = RANK_PREFIX.match(rest) if "]:" in rest[:32] else None
+    if m is None and rest is line:
+        return feed_line(parser, lineno, line)
+    n_train, n_eval = len(sink.train), len(sink.eval)
+    reason = feed_line(parser, lineno, rest[m.end():] if m else rest)
+    for rec in sink.train[n_train:] + sink.eval[n_eval:]:
+        if m:
+            rec["rank"] = int(m.group(1))
+        if when is not None and rec.get("time") is None:
+            rec["time"] = when
+    return reason

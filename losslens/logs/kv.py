@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import re
 
-from losslens.logs.base import ANSI, COMMON_NOISE, Format, LineParser, RegexLineParser, leading_time
+from losslens.logs.base import (
+    ANSI,
+    COMMON_NOISE,
+    RANK_PREFIX,
+    Format,
+    LineParser,
+    RegexLineParser,
+    leading_time,
+)
 from losslens.logs.names import NUMBER, STEP_KEYS, parse_number
-from losslens.logs.records import Sink
+from losslens.logs.records import Accounting, Sink
+from losslens.logs.source import Source
 
 # 'key=value', and 'key = value' with one space on each side (Python's print(f"{k} = {v}"))
 KV = re.compile(r"(?<![\w/.\-])([A-Za-z_][\w/.\-]*)(?: ?([=~]) ?)(\[[^\]]*\]|[^\s|,;\[\]()=]+)")
@@ -57,6 +66,17 @@ class KeyValue(Format):
 
     def parser(self, sink: Sink) -> LineParser:
         return _KVParser(sink)
+
+    def read(self, src: Source, sink: Sink, acc: Accounting, strip: bool = False,
+             head: list[str] | None = None) -> None:
+        """Vectorised chunk by chunk (see kv_fast); a capture's prefixes, or torchrun rank
+        prefixes (whose rank is kept), go line by line."""
+        if strip or any(RANK_PREFIX.match(x) for x in head or ()):
+            super().read(src, sink, acc, strip, head)
+            return
+        from losslens.logs import kv_fast
+
+        kv_fast.read(src, self, sink, acc)
 
 
 # --- OLMo: "[step=N/T,epoch=E]" then indented "key=value" lines ------------------------------

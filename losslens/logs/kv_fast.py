@@ -16,11 +16,11 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from losslens.logs.base import TIMESTAMP, LineParser
+from losslens.logs.base import TIMESTAMP, Format, LineParser
 from losslens.logs.kv import KV, TOKRATE
 from losslens.logs.names import MAGNITUDE, STEP_KEYS, UNIT_SCALE, canonical, is_eval, is_training_metric
 from losslens.logs.records import Accounting, Sink, feed_line
-from losslens.logs.source import count_lines, decode_lines
+from losslens.logs.source import Source, count_lines, decode_lines
 
 SAMPLE_LINES = 500
 MAX_TEMPLATES = 3
@@ -292,3 +292,15 @@ def lines_of(chunk: bytes) -> pl.Series:
         except pl.exceptions.PolarsError:
             pass
     return pl.Series("line", [x.rstrip("\r") for x in decode_lines(chunk)], dtype=pl.String)
+
+
+def read(src: Source, fmt: Format, sink: Sink, acc: Accounting) -> None:
+    """key=value logs, vectorised chunk by chunk (see kv_fast); odd lines go per line."""
+    parser = fmt.parser(sink)
+    tpls: list[Template] | None = None
+    for chunk in src.chunks():
+        if tpls is None:
+            sample = decode_lines(chunk[: 1 << 20])[: SAMPLE_LINES]
+            tpls = templates(sample)
+        parse_chunk(chunk, acc.total + 1, tpls, sink, acc, parser)
+    parser.finish()

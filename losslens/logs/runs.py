@@ -6,16 +6,11 @@ scalar), or skipped with a reason (file version, graphs, histograms, images, tex
 
 from __future__ import annotations
 
-import json
 import os
-import re
-from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 from losslens.errors import FormatError, InputError
 from losslens.logs.records import Accounting, Sink
-from losslens.logs.structured import emit_mapping
 
 TB_MARK = b"brain.Event:"
 TB_HINT = "pip install 'losslens[tensorboard]' (or: pip install tensorboard)"
@@ -133,66 +128,3 @@ def wandb_offline(path: Path) -> str | None:
                 "wandb client reads; run `wandb sync` and export the history (run.history() to "
                 "JSON/CSV, or the chart's CSV export), then point losslens at that file")
     return None
-
-
-def read_json_records(text: str, lines: list[str], sink: Sink, acc: Accounting, source: str) -> None:
-    """A JSON array of records (pandas/W&B `run.history()` dumps: `_step`, `train/loss`, …),
-    decoded one record at a time (the records of a 250 MB array as Python objects at once took
-    15 times the file's size); pandas' orient="split" document too."""
-    from losslens.logs.structured import load_json
-
-    items: Iterable[Any]
-    if text.lstrip().startswith("["):
-        items = _array_items(text, source)
-    else:
-        doc = load_json(text, source)
-        if not (isinstance(doc, dict) and isinstance(doc.get("data"), list)
-                and isinstance(doc.get("columns"), list)):
-            raise FormatError("expected a JSON array of records", source=source)
-        items = (dict(zip(doc["columns"], row, strict=False)) for row in doc["data"])
-    for i, rec in enumerate(items, 1):
-        if isinstance(rec, dict):
-            emit_mapping(sink, i, {k: v for k, v in rec.items() if v is not None}, step=None)
-        if i % 1000 == 0:
-            sink.compact()
-    for x in lines:
-        if x.strip():
-            acc.parsed += 1
-        else:
-            acc.blank += 1
-
-
-_SPACE = re.compile(r"\s*")
-
-
-def _array_items(text: str, source: str) -> Iterator[Any]:
-    """The elements of the JSON array ``text``, decoded one by one (json.loads' rules: NaN and
-    Infinity read); a FormatError naming the line where it stops being JSON."""
-    decoder = json.JSONDecoder()
-    i = _SPACE.match(text, text.index("[") + 1).end()  # type: ignore[union-attr]
-    if text.startswith("]", i):
-        return _array_end(text, i, source)
-    while True:
-        try:
-            item, i = decoder.raw_decode(text, i)
-        except json.JSONDecodeError as exc:
-            raise FormatError(f"invalid JSON: {exc.msg}", source=source, line=exc.lineno) from None
-        except RecursionError:
-            raise FormatError("invalid JSON: nested too deeply to read", source=source) from None
-        except ValueError as exc:  # a number too long for Python's int
-            raise FormatError(f"invalid JSON: {str(exc).split(';')[0]}", source=source) from None
-        yield item
-        i = _SPACE.match(text, i).end()  # type: ignore[union-attr]
-        if text.startswith(",", i):
-            i = _SPACE.match(text, i + 1).end()  # type: ignore[union-attr]
-            continue
-        if text.startswith("]", i):
-            return _array_end(text, i, source)
-        raise FormatError("invalid JSON: expecting ',' or ']' between records", source=source,
-                          line=text.count("\n", 0, i) + 1)
-
-
-def _array_end(text: str, i: int, source: str) -> None:
-    if text[i + 1:].strip():
-        raise FormatError("invalid JSON: extra data after the array", source=source,
-                          line=text.count("\n", 0, i + 1) + 1)

@@ -7,6 +7,7 @@ import csv
 import json
 import math
 import re
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from losslens.errors import FormatError
@@ -142,11 +143,7 @@ class TrainerState(Format):
             reason = emit_mapping(sink, lineno, entry)
             if reason:
                 sink.notes.append(f"log_history entry at line {lineno}: {reason}, ignored")
-        for x in lines:
-            if x.strip():
-                acc.parsed += 1
-            else:
-                acc.blank += 1
+        account_document(lines, acc)
 
 
 # --- CSV -------------------------------------------------------------------------------------
@@ -357,8 +354,6 @@ class JsonRecords(Format):
 
     def parse_text(self, text: str, lines: list[str], sink: Sink, acc: Accounting,
                    source: str) -> None:
-        from losslens.logs.runs import read_json_records
-
         read_json_records(text, lines, sink, acc, source)
 
 
@@ -406,3 +401,67 @@ class TensorBoard(Format):
 
     def sniff(self, lines: list[str]) -> int:
         return 0  # binary: recognised by its bytes in read_log, never by text sniffing
+
+
+def read_json_records(text: str, lines: list[str], sink: Sink, acc: Accounting, source: str) -> None:
+    """A JSON array of records (pandas/W&B `run.history()` dumps: `_step`, `train/loss`, …),
+    decoded one record at a time (the records of a 250 MB array as Python objects at once took
+    15 times the file's size); pandas' orient="split" document too."""
+    items: Iterable[Any]
+    if text.lstrip().startswith("["):
+        items = _array_items(text, source)
+    else:
+        doc = load_json(text, source)
+        if not (isinstance(doc, dict) and isinstance(doc.get("data"), list)
+                and isinstance(doc.get("columns"), list)):
+            raise FormatError("expected a JSON array of records", source=source)
+        items = (dict(zip(doc["columns"], row, strict=False)) for row in doc["data"])
+    for i, rec in enumerate(items, 1):
+        if isinstance(rec, dict):
+            emit_mapping(sink, i, {k: v for k, v in rec.items() if v is not None}, step=None)
+        if i % 1000 == 0:
+            sink.compact()
+    account_document(lines, acc)
+
+
+def account_document(lines: list[str], acc: Accounting) -> None:
+    """A whole document's lines: each is part of it (parsed) or blank."""
+    blank = sum(1 for x in lines if not x.strip())
+    acc.blank += blank
+    acc.parsed += len(lines) - blank
+
+
+_SPACE = re.compile(r"\s*")
+
+
+def _array_items(text: str, source: str) -> Iterator[Any]:
+    """The elements of the JSON array ``text``, decoded one by one (json.loads' rules: NaN and
+    Infinity read); a FormatError naming the line where it stops being JSON."""
+    decoder = json.JSONDecoder()
+    i = _SPACE.match(text, text.index("[") + 1).end()  # type: ignore[union-attr]
+    if text.startswith("]", i):
+        return _array_end(text, i, source)
+    while True:
+        try:
+            item, i = decoder.raw_decode(text, i)
+        except json.JSONDecodeError as exc:
+            raise FormatError(f"invalid JSON: {exc.msg}", source=source, line=exc.lineno) from None
+        except RecursionError:
+            raise FormatError("invalid JSON: nested too deeply to read", source=source) from None
+        except ValueError as exc:  # a number too long for Python's int
+            raise FormatError(f"invalid JSON: {str(exc).split(';')[0]}", source=source) from None
+        yield item
+        i = _SPACE.match(text, i).end()  # type: ignore[union-attr]
+        if text.startswith(",", i):
+            i = _SPACE.match(text, i + 1).end()  # type: ignore[union-attr]
+            continue
+        if text.startswith("]", i):
+            return _array_end(text, i, source)
+        raise FormatError("invalid JSON: expecting ',' or ']' between records", source=source,
+                          line=text.count("\n", 0, i) + 1)
+
+
+def _array_end(text: str, i: int, source: str) -> None:
+    if text[i + 1:].strip():
+        raise FormatError("invalid JSON: extra data after the array", source=source,
+                          line=text.count("\n", 0, i + 1) + 1)

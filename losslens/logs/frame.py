@@ -1,0 +1,233 @@
+"""From records to a LogData: the one public path from a reader's records to the frames.
+
+A reader (a format's ``read``, a run folder, an event file, `watch`'s window) fills a ``Sink``
+and an ``Accounting``; ``assemble`` turns them into a ``LogData``: records in canonical types
+(held compact for large logs, see compact.py), one rank of a torchrun job, steps filled in,
+restart segments numbered, each eval record placed in the segment it belongs to.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from losslens.errors import FormatError
+from losslens.logs.compact import NARROW_NOTE, normalised
+from losslens.logs.records import Accounting, Sink
+
+META_COLUMNS = ("step", "line", "time", "segment")
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A stretch of records whose step never goes backwards (a restart starts the next one)."""
+
+    index: int
+    first_step: int
+    last_step: int
+    records: int
+    first_line: int
+
+
+@dataclass(frozen=True)
+class LogData:
+    """What ``read_log`` returns: the canonical frames and everything detected on the way.
+
+    ``train`` / ``eval``: one row per record, columns ``step``, ``line`` (where the record was
+    read), ``time`` (when logged, if the log says), ``segment`` (restart segment) and one column
+    per metric under its canonical name (``loss``, ``lr``, ``grad_norm``…; ``names`` maps each back
+    to the log's own key). ``lines``: the accounting (parsed + skipped by reason + blank == total).
+    ``segments``: runs split where the step went backwards. ``notes``: what the reader noticed
+    (restarts, ranks, buffered stdout)."""
+
+    source: str
+    format: str
+    train: pl.DataFrame
+    eval: pl.DataFrame
+    lines: Accounting
+    segments: tuple[Segment, ...]
+    names: dict[str, str] = field(default_factory=dict)  # canonical → original key
+    notes: tuple[str, ...] = ()
+    lists: tuple[str, ...] = ()  # list columns a large log holds as their min and mean only
+
+    @property
+    def metrics(self) -> list[str]:
+        """Canonical metrics of the train records (derived list min/mean columns left out; a
+        list column held as those alone is named in their place)."""
+        lists = [c for c, t in self.train.schema.items() if isinstance(t, pl.List)]
+        derived = {f"{c}_{s}": c for c in lists + list(self.lists) for s in ("min", "mean")}
+        out = [derived.get(c, c) for c in self.train.columns if c not in META_COLUMNS
+               and (c not in derived or derived[c] in self.lists)]
+        return list(dict.fromkeys(out))
+
+    @property
+    def eval_metrics(self) -> list[str]:
+        return [c for c in self.eval.columns if c not in META_COLUMNS]
+
+
+def _one_rank(train: list[pl.DataFrame], evals: list[pl.DataFrame], acc: Accounting,
+              notes: list[str]) -> tuple[list[pl.DataFrame], list[pl.DataFrame]]:
+    """Every rank of a torchrun job printing its own lines: the lowest rank is analysed (ranks
+    interleave, so their steps would go back and forth as if the run restarted), the others'
+    records are counted as skipped lines, and a non-finite value among them gets a note."""
+    ranked = [p for p in train if "rank" in p.columns]
+    ranks = sorted({int(r) for p in ranked for r in p["rank"].drop_nulls().unique()})
+    if len(ranks) > 1:
+        keep = ranks[0]
+        other = pl.col("rank").is_not_null() & (pl.col("rank") != keep)
+        nan_note = None
+        for p in ranked:
+            floats = [c for c, t in p.schema.items() if t.is_float() and c != "rank"]
+            bad = p.filter(other & pl.any_horizontal([~pl.col(c).is_finite() for c in floats])) \
+                if floats else p.clear()
+            if bad.height:
+                first = bad.row(0, named=True)
+                cols = [c for c in floats if first[c] is not None and not math.isfinite(first[c])]
+                nan_note = (f"rank {int(first['rank'])} logged a non-finite {', '.join(cols)} at step "
+                            f"{first['step']} (line {first['line']}); rank {keep} is the one analysed")
+                break
+        dropped = dict(sorted((int(ln), int(r)) for p in train + evals if "rank" in p.columns
+                              for ln, r in p.filter(other).select("line", "rank").iter_rows()))
+        reason = f"another rank's record (rank {keep} analysed)"
+        for ln, r in dropped.items():
+            acc.skip(reason, ln, f"(a record of rank {r})")
+        acc.parsed -= len(dropped)
+        notes.append(f"lines from {len(ranks)} ranks ({', '.join(map(str, ranks))}): rank {keep} "
+                     f"analysed, {len(dropped)} records of the others skipped")
+        if nan_note:
+            notes.append(nan_note)
+        train = [p.filter(~other) if "rank" in p.columns else p for p in train]
+        evals = [p.filter(~other) if "rank" in p.columns else p for p in evals]
+    return ([p.drop("rank") if "rank" in p.columns else p for p in train],
+            [p.drop("rank") if "rank" in p.columns else p for p in evals])
+
+
+def _parts(sink: Sink, evals: bool) -> list[pl.DataFrame]:
+    """The record frames in canonical types, with list columns' derived min and mean (held
+    compact when the log is large: see compact.py)."""
+    records = sink.eval if evals else sink.train
+    frames = sink.eval_frames if evals else sink.frames
+    if sink.compactors is None:  # frames a caller put in the sink itself are normalised here
+        frames = [normalised(f) for f in frames]
+    parts = [f for f in frames if f.height]
+    if records:
+        last = normalised(pl.from_dicts(records, infer_schema_length=None))
+        if sink.compactors is not None:
+            last = sink.compactors[1 if evals else 0].frame(last, parts)
+        parts.append(last)
+    return parts
+
+
+def _frame(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    """One frame in line order. Parts are kept as chunks (no copy of a large log's columns)."""
+    if not parts:
+        return pl.DataFrame(schema={"step": pl.Int64, "line": pl.Int64})
+    if len(parts) == 1:
+        df = parts[0]
+    elif all(p.schema == parts[0].schema for p in parts):
+        df = pl.concat(parts, how="vertical", rechunk=False)
+    else:
+        df = pl.concat(parts, how="diagonal_relaxed", rechunk=False)
+    if not df["line"].is_sorted():
+        df = df.sort("line", maintain_order=True).rechunk()
+    if "time" in df.columns and df["time"].null_count() == df.height:
+        df = df.drop("time")
+    return df
+
+
+def _fill_steps(df: pl.DataFrame, notes: list[str], what: str) -> pl.DataFrame:
+    missing = df["step"].null_count()
+    if missing == 0 or df.height == 0:
+        return df
+    if missing == df.height:
+        notes.append(f"no step numbers in the {what} records: steps are the record order (1, 2, …)")
+        return df.with_columns(pl.int_range(1, df.height + 1, dtype=pl.Int64).alias("step"))
+    notes.append(f"{missing} {what} records without a step number take the step before them")
+    return df.with_columns(pl.col("step").forward_fill().fill_null(0))
+
+
+def _segments(parts: list[pl.DataFrame]) -> tuple[list[pl.DataFrame], tuple[Segment, ...]]:
+    """Number the segments (a step that goes backwards starts one), part by part so that a
+    large log's columns are never copied (nor its steps gathered in one array)."""
+    out: list[pl.DataFrame] = []
+    starts: list[tuple[int, int, int]] = []  # (first record, first step, first line)
+    lasts: list[int] = []  # the last step of each segment that is over
+    prev: int | None = None
+    offset = seg = 0
+    for part in parts:
+        steps = part["step"].to_numpy()
+        if not len(steps):
+            out.append(part.with_columns(pl.lit(seg, pl.Int32).alias("segment")))
+            continue
+        back = np.zeros(len(steps), dtype=bool)
+        back[0] = prev is None or steps[0] < prev  # the log's first record starts segment 0
+        back[1:] = steps[1:] < steps[:-1]
+        for i in np.flatnonzero(back):
+            if starts:
+                lasts.append(int(steps[i - 1]) if i else prev)  # type: ignore[arg-type]
+            starts.append((offset + int(i), int(steps[i]), int(part["line"][int(i)])))
+        ids = np.cumsum(back, dtype=np.int32) + np.int32(seg - (prev is None))
+        out.append(part.with_columns(pl.Series("segment", ids)))
+        prev, seg, offset = int(steps[-1]), int(ids[-1]), offset + len(steps)
+    if prev is not None:
+        lasts.append(prev)
+    ends = [a for a, _, _ in starts[1:]] + [offset]
+    segs = tuple(Segment(i, first, last, end - a, line) for i, ((a, first, line), last, end)
+                 in enumerate(zip(starts, lasts, ends, strict=True)))
+    return out, segs
+
+
+def assemble(source: str, fmt: str, sink: Sink, acc: Accounting) -> LogData:
+    """The sink's records (and accounting) as a LogData: canonical types, one rank of a
+    torchrun job, steps filled in, restart segments, eval records placed in their segment. Every
+    reader ends here, and so do `watch`'s windows."""
+    notes = list(sink.notes)
+    train_parts, eval_parts = _one_rank(_parts(sink, False), _parts(sink, True), acc, notes)
+    if sink.compactors is not None:
+        notes.append(NARROW_NOTE)
+    if not train_parts and not eval_parts:
+        raise FormatError(f"no {fmt} records in {acc.total} lines ({acc.n_skipped} skipped, "
+                          f"{acc.blank} blank)", source=source)
+    train = _frame(train_parts)
+    if train["step"].null_count():
+        train_parts = [_fill_steps(train, notes, "train")]
+    elif len(train_parts) > 1 and train.n_chunks() == 1:  # re-sorted: use the sorted frame
+        train_parts = [train]
+    train_parts, segments = _segments(train_parts) if train.height else ([], ())
+    train = _frame([_ordered(p) for p in train_parts]) if train_parts else \
+        train.with_columns(pl.lit(0, pl.Int32).alias("segment"))
+    evals = _frame(eval_parts)
+    if evals.height:
+        evals = _fill_steps(evals, notes, "eval")
+        if train.height:
+            # an eval record belongs to the segment of the last train record before it
+            evals = evals.sort("line").join_asof(
+                train.select("line", "segment").sort("line"), on="line", strategy="backward"
+            ).with_columns(pl.col("segment").fill_null(0))
+        else:
+            evals = evals.with_columns(pl.lit(0, pl.Int32).alias("segment"))
+    if len(segments) > 1:
+        notes.append(f"the step went backwards {len(segments) - 1} time(s): "
+                     f"{len(segments)} segments (restarts), analysed apart")
+    return LogData(source=source, format=fmt, train=train, eval=_ordered(evals), lines=acc,
+                   segments=segments, names=dict(sink.names), notes=tuple(notes),
+                   lists=tuple(sink.compactors[0].lists) if sink.compactors else ())
+
+
+def _ordered(df: pl.DataFrame) -> pl.DataFrame:
+    order = [c for c in META_COLUMNS if c in df.columns]
+    return df.select(order + [c for c in df.columns if c not in META_COLUMNS])
+
+
+def from_arrays(steps: np.ndarray, source: str = "<arrays>", **metrics: np.ndarray) -> LogData:
+    """A LogData built from arrays (one record per step): for synthetic curves and notebooks."""
+    n = len(steps)
+    cols: dict[str, object] = {"step": np.asarray(steps, dtype=np.int64),
+                               "line": np.arange(1, n + 1, dtype=np.int64)}
+    cols.update({k: np.asarray(v, dtype=np.float64) for k, v in metrics.items()})
+    acc = Accounting(total=n, parsed=n)
+    sink = Sink(frames=[pl.DataFrame(cols)], names={k: k for k in metrics})
+    return assemble(source, "arrays", sink, acc)
