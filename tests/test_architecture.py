@@ -1,0 +1,77 @@
+"""docs/architecture.md's promises: a new format and a new detector are their own code plus one
+registry entry each, through the public API; the CLI's literal names match the registries."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from losslens import cli, read_log
+from losslens.analysis import analyze
+from losslens.detectors import REGISTRY, Detector, Series
+from losslens.findings import Finding, Severity, Skipped
+from losslens.logs import BY_NAME, reader
+from losslens.logs.base import Format, LineParser
+
+TOY_LINE = re.compile(r"^toy #(\d+): loss is ([\d.]+|nan)$")
+
+
+class _ToyParser(LineParser):
+    def feed(self, lineno: int, line: str) -> str | None:
+        m = TOY_LINE.match(line)
+        if not m:
+            return "not a toy line"
+        self.sink.emit(lineno, int(m.group(1)), {"loss": float(m.group(2))})
+        return None
+
+
+class Toy(Format):
+    name = "toy"
+    title = "toy #N: loss is X"
+    example = "toy #1: loss is 2.5"
+
+    def sniff(self, lines: list[str]) -> int:
+        return sum(bool(TOY_LINE.match(x)) for x in lines)
+
+    def parser(self, sink) -> LineParser:
+        return _ToyParser(sink)
+
+
+class AboveThree(Detector):
+    name = "above_three"
+    title = "the loss above 3"
+
+    def __init__(self, limit: float = 3.0):
+        self.limit = limit
+
+    def detect(self, series: Series) -> list[Finding] | Skipped:
+        over = np.flatnonzero(series.values > self.limit)
+        if not len(over):
+            return []
+        a, b = int(series.steps[over[0]]), int(series.steps[over[-1]])
+        summary = f"{series.metric} above {self.limit} at {len(over)} record(s)"
+        return [Finding(self.name, Severity.WARNING, series.metric, a, b, summary, {"records": len(over)})]
+
+
+def test_a_toy_format_and_detector_are_their_own_code_plus_a_registry_line(tmp_path: Path,
+                                                                           monkeypatch) -> None:
+    monkeypatch.setattr(reader, "FORMATS", (*reader.FORMATS, Toy()))  # the one registry line
+    path = tmp_path / "toy.log"
+    path.write_text("".join(f"toy #{i}: loss is {2 + (i % 10 == 9) * 1.5:.1f}\n" for i in range(40))
+                    + "a line the toy format does not read\n")
+    log = read_log(path)
+    assert log.format == "toy" and log.train.height == 40
+    assert dict(log.lines.skipped) == {"not a toy line": 1}
+    report = analyze(log, detectors=(*REGISTRY, AboveThree()))  # the other registry line
+    hits = [f for f in report.findings if f.kind == "above_three"]
+    assert [(f.start_step, f.end_step, f.evidence["records"]) for f in hits] == [(9, 39, 4)]
+    assert hits[0].line == 10  # the file's line, attached by the analysis for every kind
+
+
+def test_the_cli_names_match_the_registries() -> None:
+    from losslens.replay.strategies import STRATEGIES
+
+    assert set(cli.FORMAT_NAMES) == {"auto", *BY_NAME}
+    assert set(cli.STRATEGY_NAMES) == set(STRATEGIES)
