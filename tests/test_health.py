@@ -7,7 +7,8 @@ import pytest
 
 from losslens import read_log, synth
 from losslens.analysis import analyze
-from losslens.detectors.health import level_shift, spikes
+from losslens.detectors.spike import spikes
+from losslens.detectors.stats import level_shift
 from losslens.findings import Severity
 from losslens.logs import from_arrays
 from tests.conftest import FIXTURES, reallog
@@ -148,7 +149,7 @@ def test_clean_real_logs_silent_at_warning(name: str) -> None:
 
 
 def test_lr_schedule_evidence() -> None:
-    from losslens.detectors.health import lr_schedule
+    from losslens.detectors.stats import lr_schedule
 
     warm_cosine = np.r_[np.linspace(1e-6, 1e-3, 50), 1e-3 * np.cos(np.linspace(0, 1.5, 150)) + 1e-5]
     sched = lr_schedule(warm_cosine)

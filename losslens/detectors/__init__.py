@@ -1,21 +1,18 @@
-"""Detectors, one module per finding kind family, in an explicit ordered registry."""
+"""Detectors, one module per finding kind (trend.py: divergence, plateau, accuracy drop), in an
+explicit ordered registry."""
 
 from __future__ import annotations
 
 from losslens.detectors.base import Detector, Series
-from losslens.detectors.health import (
-    AccuracyDrop,
-    Divergence,
-    NonFinite,
-    Overfitting,
-    Plateau,
-    Spike,
-    ThroughputDrop,
-)
 from losslens.detectors.ladder import Ladder
 from losslens.detectors.multimodal import Multimodal
+from losslens.detectors.nonfinite import NonFinite
+from losslens.detectors.overfitting import Overfitting
 from losslens.detectors.periodicity import Periodicity
 from losslens.detectors.pipeline import PipelineStall
+from losslens.detectors.spike import Spike
+from losslens.detectors.throughput import ThroughputDrop
+from losslens.detectors.trend import AccuracyDrop, Divergence, Plateau
 
 REGISTRY: tuple[Detector, ...] = (
     NonFinite(),

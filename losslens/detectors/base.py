@@ -52,3 +52,8 @@ class Detector(ABC):
     @abstractmethod
     def detect(self, series: Series) -> list[Finding] | Skipped:
         """Findings on ``series`` (possibly none), or Skipped when it cannot judge."""
+
+
+def fmt_number(x: float) -> str:
+    """A number as a finding's summary writes it (4 significant digits)."""
+    return f"{x:.4g}"

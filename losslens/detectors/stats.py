@@ -207,3 +207,38 @@ def f_sf(f: float, d1: float, d2: float) -> float:
     if not f > 0:
         return 1.0
     return betainc(d2 / 2, d1 / 2, d2 / (d2 + d1 * f))
+
+
+def lr_schedule(lr: np.ndarray | None) -> dict | None:
+    """What the logged LR did: a warm-up at the start? does it decay by the end?"""
+    if lr is None:
+        return None
+    ok = lr[np.isfinite(lr)]
+    if len(ok) == 0 or ok.max() <= 0:
+        return None
+    peak = int(np.argmax(ok))
+    return {"warmup": bool(ok[0] < 0.5 * ok.max() and peak > 0),
+            "decays": bool(ok[-1] < 0.5 * ok.max() and peak < len(ok) - 1),
+            "peak_lr": float(ok.max()), "last_lr": float(ok[-1])}
+
+
+def smooth(v: np.ndarray, frac: int = 20) -> np.ndarray:
+    """A rolling median over a twentieth of the series (a light one for short series)."""
+    n = len(v)
+    return rolling_median(v, max(1, n // frac) | 1) if n >= 20 else v.astype(float)
+
+
+def level_shift(x: np.ndarray, min_side: int) -> tuple[int | None, float, float]:
+    """The split that best separates two mean levels (CUSUM / two-sample t statistic), each side
+    >= ``min_side`` points: (index, median before, median after)."""
+    n = len(x)
+    min_side = max(3, min_side)
+    if n < 2 * min_side:
+        return None, 0.0, 0.0
+    c = np.arange(min_side, n - min_side + 1)
+    csum = np.cumsum(x)
+    left = csum[c - 1] / c
+    right = (csum[-1] - csum[c - 1]) / (n - c)
+    score = np.abs(left - right) * np.sqrt(c * (n - c) / n)
+    best = int(c[int(np.argmax(score))])
+    return best, float(np.median(x[:best])), float(np.median(x[best:]))

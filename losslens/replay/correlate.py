@@ -69,8 +69,8 @@ def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch
 
 def _event_positions(y: np.ndarray) -> np.ndarray:
     """Positions of ladder peaks and loss spikes in the aligned loss."""
-    from losslens.detectors.health import spikes
     from losslens.detectors.ladder import find_episodes
+    from losslens.detectors.spike import spikes
 
     pos = [e.peak for e in find_episodes(y)]
     if len(y) > 8 and np.all(y > 0):

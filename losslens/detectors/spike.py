@@ -1,0 +1,108 @@
+"""Isolated spikes far above the local level (causal rolling median and MAD)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from losslens.detectors.base import Detector, Series, fmt_number
+from losslens.detectors.stats import rolling_median
+from losslens.findings import Finding, Severity, Skipped
+
+
+class Spike(Detector):
+    """Isolated excursions of the loss far above its local level: a causal rolling median of the
+    log-loss and its MAD give a robust z-score per record.
+
+    window: records in the rolling median/MAD. z: the z-score a spike must reach.
+    min_ratio: how many times the local level a spike must be (1.4 = 40 % above).
+    history: records needed before the first one can be judged.
+    cluster: records between flagged points that still make one spike (and the records after it
+    checked for recovery). tail_factor: in heavy-tailed noise, a spike must also exceed this many
+    times the 99th percentile of the other |z|."""
+
+    name = "spike"
+    title = "isolated excursions far above the local level (causal rolling median and MAD)"
+    metrics = ("loss",)
+
+    def __init__(self, window: int = 64, z: float = 8.0, min_ratio: float = 1.4, history: int = 3,
+                 cluster: int = 5, tail_factor: float = 3.0):
+        self.tail_factor = tail_factor
+        self.window = window
+        self.z = z
+        self.min_ratio = min_ratio
+        self.history = history
+        self.cluster = cluster
+
+    def detect(self, series: Series) -> list[Finding] | Skipped:
+        ok = np.isfinite(series.values) & (series.values > 0)
+        v, steps = series.values[ok], series.steps[ok]
+        if len(v) <= self.history:
+            return Skipped(self.name, series.metric, f"only {len(v)} points; needs {self.history + 1}")
+        flagged, level, z = spikes(v, self.window, self.z, self.min_ratio, self.history)
+        if not flagged.any():
+            return []
+        # heavy-tailed noise: a spike must also stand out from the series' own tail
+        rest = np.abs(z[self.history:][~flagged[self.history:]])
+        if len(rest) >= 200:  # enough points for the series' own 99th percentile to mean something
+            flagged &= z > max(self.z, self.tail_factor * float(np.quantile(rest, 0.99)))
+        if not flagged.any():
+            return []
+        idx = np.flatnonzero(flagged)
+        groups = np.split(idx, np.flatnonzero(np.diff(idx) > self.cluster) + 1)
+        grad = (series.context or {}).get("grad_norm")
+        out = []
+        for g in groups:
+            top = g[np.argmax(v[g] / level[g])]
+            ratio = float(v[top] / level[top])
+            after = v[g[-1] + 1:g[-1] + 1 + self.cluster]
+            recovered = bool(len(after) and np.all(after < level[g[-1]] * (1 + (self.min_ratio - 1) / 2)))
+            summary = (f"{series.metric} spikes to {fmt_number(v[top])} at step {int(steps[top])}, "
+                       f"{ratio:.2f}× the local level {fmt_number(level[top])} (z={z[top]:.0f})")
+            summary += (f", {len(g)} spiking records" if len(g) > 1 else "")
+            summary += ("; back to the level right after" if recovered else
+                        "; not recovered by the end of the cluster" if len(after) else
+                        "; the log ends before it recovers")
+            evidence: dict = {"peak_step": int(steps[top]), "value": float(v[top]),
+                              "local_level": float(level[top]), "ratio": round(ratio, 3),
+                              "z": round(float(z[top]), 1), "records": int(len(g)),
+                              "recovered": recovered}
+            lead = _grad_lead(grad, series.steps, steps[top]) if grad is not None else None
+            if lead is not None:
+                evidence["grad_norm_spike_step"] = lead[0]
+                summary += f"; grad_norm spiked first ({fmt_number(lead[1])} at step {lead[0]})"
+            else:
+                summary += "; a bad batch or an optimizer instability (check the data at that step)"
+            out.append(Finding(self.name, Severity.WARNING, series.metric, int(steps[g[0]]),
+                               int(steps[g[-1]]), summary, evidence, series.segment))
+        return out
+
+
+def spikes(v: np.ndarray, window: int, k: float, min_ratio: float, history: int
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Causal rule (only past values): (flagged, local level, z) on log(v). Shared with watch."""
+    x = np.log(v)
+    n = len(x)
+    prev = np.concatenate([[np.nan], x[:-1]])
+    med = rolling_median(prev, window, center=False)
+    dev = np.abs(prev - med)
+    mad = rolling_median(dev, window, center=False) * 1.4826
+    floor = np.nanmedian(mad[history:]) * 0.5 if n > history else 0.0
+    scale = np.maximum(np.nan_to_num(mad, nan=0.0), max(floor, 1e-3))
+    z = (x - med) / scale
+    z[:history] = 0.0
+    level = np.exp(med)
+    flagged = (z > k) & (v >= min_ratio * level)
+    flagged[:history] = False
+    return flagged, level, np.nan_to_num(z)
+
+
+def _grad_lead(grad: np.ndarray, steps: np.ndarray, at: int) -> tuple[int, float] | None:
+    ok = np.isfinite(grad) & (grad > 0)
+    if ok.sum() < 8:
+        return None
+    g, s = grad[ok], steps[ok]
+    flagged, _, _ = spikes(g, 64, 6.0, 2.0, 3)
+    hits = [i for i in np.flatnonzero(flagged) if at - 3 <= s[i] <= at]
+    if not hits:
+        return None
+    return int(s[hits[0]]), float(g[hits[0]])

@@ -1,0 +1,47 @@
+"""A lasting drop of throughput (tokens/s, samples/s)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from losslens.detectors.base import Detector, Series, fmt_number
+from losslens.detectors.stats import level_shift
+from losslens.findings import Finding, Severity, Skipped
+
+
+class ThroughputDrop(Detector):
+    """Tokens/s or samples/s fall (or step time rises) persistently; start_step is the turn.
+
+    min_points: records needed. min_drop: the fall as a share of the level before the turn.
+    min_side: the least share of the run on each side of the turn."""
+
+    name = "throughput_drop"
+    title = "tokens/s (or samples/s; step time rising) falls persistently (start_step at the turn)"
+    metrics = ("tokens_per_s", "samples_per_s", "step_time_s")
+
+    def __init__(self, min_points: int = 20, min_drop: float = 0.2, min_side: float = 0.1):
+        self.min_points = min_points
+        self.min_drop = min_drop
+        self.min_side = min_side
+
+    def detect(self, series: Series) -> list[Finding] | Skipped:
+        v, steps = series.finite(True)
+        n = len(v)
+        if (short := self.too_short(series, n, self.min_points)) is not None:
+            return short
+        rate = 1.0 / v if series.metric == "step_time_s" else v
+        turn, before, after = level_shift(rate, int(n * self.min_side))
+        if turn is None or after > before * (1 - self.min_drop):
+            return []
+        # persistent: most of what follows stays below the old level
+        if np.mean(rate[turn:] < before * (1 - self.min_drop / 2)) < 0.8:
+            return []
+        what = "step time" if series.metric == "step_time_s" else series.metric
+        shown = (f"{fmt_number(1 / before)} s → {fmt_number(1 / after)} s per step"
+                 if series.metric == "step_time_s" else f"{fmt_number(before)} → {fmt_number(after)}")
+        summary = (f"throughput drops {1 - after / before:.0%} at step {int(steps[turn])} ({what}: "
+                   f"{shown}) and stays down: a slower node, thermal throttling, a data-loader "
+                   "or I/O bottleneck?")
+        return [Finding(self.name, Severity.WARNING, series.metric, int(steps[turn]), int(steps[-1]),
+                        summary, {"turn_step": int(steps[turn]), "before": before, "after": after,
+                                  "drop": round(1 - after / before, 4)}, series.segment)]

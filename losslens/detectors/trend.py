@@ -1,0 +1,145 @@
+"""Trends of the loss and accuracy: divergence, a plateau, an accuracy drop."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from losslens.detectors.base import Detector, Series, fmt_number
+from losslens.detectors.stats import lr_schedule, robust_scale, smooth, spearman
+from losslens.findings import Finding, Severity, Skipped
+
+
+class Divergence(Detector):
+    """The loss trend rises persistently after warm-up (or explodes); start_step is the turn.
+
+    min_points: records needed. min_rise: relative rise of the trend from its low to the end.
+    min_rho: Spearman correlation with time after the turn. warmup: share of the run left out at
+    the start (runs of 50 records or more)."""
+
+    name = "divergence"
+    title = "the trend rises persistently after warm-up, or explodes (start_step at the turn)"
+    metrics = ("loss",)
+
+    def __init__(self, min_points: int = 4, min_rise: float = 0.2, min_rho: float = 0.7,
+                 warmup: float = 0.1):
+        self.min_points = min_points
+        self.min_rise = min_rise
+        self.min_rho = min_rho
+        self.warmup = warmup
+
+    def detect(self, series: Series) -> list[Finding] | Skipped:
+        v, steps = series.finite()
+        n = len(v)
+        if (short := self.too_short(series, n, self.min_points)) is not None:
+            return short
+        s = smooth(v)
+        skip = int(n * self.warmup) if n >= 50 else 0
+        turn = skip + int(np.argmin(s[skip:]))
+        post = s[turn:]
+        tail = float(np.median(v[max(turn, n - max(2, n // 20)):]))
+        low = float(s[turn])
+        if low <= 0 or len(post) < max(3, n // 20):
+            return []
+        rise = tail / low - 1
+        rho = spearman(post)
+        if rise < self.min_rise or rho < self.min_rho:
+            return []
+        lr = (series.context or {}).get("lr")
+        evidence: dict = {"turn_step": int(steps[turn]), "level_at_turn": low, "end_level": tail,
+                          "rise": round(rise, 4), "monotonicity": round(rho, 3)}
+        summary = (f"{series.metric} turns upward at step {int(steps[turn])} and rises "
+                   f"{rise:.0%} ({fmt_number(low)} → {fmt_number(tail)}) to step {int(steps[-1])}")
+        sched = lr_schedule(lr)
+        if sched is not None and lr is not None:
+            evidence.update(lr_at_turn=float(lr[min(turn, len(lr) - 1)]), warmup_seen=sched["warmup"],
+                            lr_schedule=sched)
+            summary += "" if sched["warmup"] else "; no LR warm-up in the log: try one, or a lower peak LR"
+        summary += ": training is diverging (lower the LR, clip gradients, check the data)"
+        return [Finding(self.name, Severity.ERROR, series.metric, int(steps[turn]), int(steps[-1]),
+                        summary, evidence, series.segment)]
+
+
+class Plateau(Detector):
+    """No learning: the loss trend improves less than min_improvement over the run while the LR is
+    still above lr_floor × its peak (warning when the loss also stays above high_loss, else info).
+
+    min_points: records needed."""
+
+    name = "plateau"
+    title = "no learning: the trend does not improve over a long stretch while the LR is not ~0"
+    metrics = ("loss",)
+
+    def __init__(self, min_points: int = 50, min_improvement: float = 0.01, high_loss: float = 4.0,
+                 lr_floor: float = 0.1):
+        self.min_points = min_points
+        self.min_improvement = min_improvement
+        self.high_loss = high_loss
+        self.lr_floor = lr_floor
+
+    def detect(self, series: Series) -> list[Finding] | Skipped:
+        v, steps = series.finite()
+        n = len(v)
+        if (short := self.too_short(series, n, self.min_points)) is not None:
+            return short
+        d = max(5, n // 10)
+        first, last = float(np.median(v[:d])), float(np.median(v[-d:]))
+        improvement = (first - last) / abs(first) if first else 0.0
+        if abs(improvement) >= self.min_improvement:
+            return []  # improving, or getting worse (divergence's business): not flat
+        sched = lr_schedule((series.context or {}).get("lr"))
+        if sched is not None and sched["last_lr"] < self.lr_floor * sched["peak_lr"]:
+            return []  # a schedule that has decayed: convergence, not a plateau
+        stuck = first >= self.high_loss
+        summary = (f"{series.metric} does not improve over {n} records (steps {int(steps[0])}–"
+                   f"{int(steps[-1])}): first-tenth median {fmt_number(first)}, last {fmt_number(last)} "
+                   f"({-improvement:+.1%})")
+        summary += (": the model is not learning (stuck at its initial loss: check the LR, "
+                    "frozen parameters, labels)" if stuck else
+                    ": flat from the start (continued training of a converged model, or not learning)")
+        if sched is not None and not sched["decays"]:
+            summary += f"; the LR stays at {fmt_number(sched['last_lr'])} (it never decays)"
+        evidence: dict = {"first_median": first, "last_median": last, "improvement": round(improvement, 5),
+                    "stuck_high": stuck}
+        if sched is not None:
+            evidence["lr_schedule"] = sched
+        return [Finding(self.name, Severity.WARNING if stuck else Severity.INFO, series.metric,
+                        int(steps[0]), int(steps[-1]), summary, evidence, series.segment)]
+
+
+class AccuracyDrop(Detector):
+    """Accuracy's trend falls persistently; start_step is the turn.
+
+    min_points: records needed. min_drop: the fall as a share of the peak (0.15 = 15 %).
+    min_noise: the fall must also be this many times the record-to-record noise."""
+
+    name = "accuracy_drop"
+    title = "accuracy's trend falls persistently (start_step at the turn)"
+    metrics = ("acc", "eval_acc")
+
+    def __init__(self, min_points: int = 50, min_drop: float = 0.15, min_noise: float = 3.0):
+        self.min_points = min_points
+        self.min_drop = min_drop
+        self.min_noise = min_noise
+
+    def detect(self, series: Series) -> list[Finding] | Skipped:
+        v, steps = series.finite()
+        n = len(v)
+        if (short := self.too_short(series, n, self.min_points)) is not None:
+            return short
+        s = smooth(v)
+        peak = int(np.argmax(s))
+        top = float(s[peak])
+        tail = float(np.median(v[-max(3, n // 10):]))
+        noise = robust_scale(v - s)
+        drop = top - tail
+        if top <= 0 or drop < self.min_drop * top or drop < self.min_noise * noise:
+            return []
+        tail_n = max(3, n // 10)
+        if len(s[peak:]) < tail_n or np.mean(v[-tail_n:] < top - drop / 2) < 0.8:
+            return []  # not persistent: it came back up
+        summary = (f"{series.metric} falls from {fmt_number(top)} at step {int(steps[peak])} to "
+                   f"{fmt_number(tail)} ({-drop / top:.0%}) and stays down: the model is getting worse "
+                   "(data order, LR too high, or a pipeline change)")
+        return [Finding(self.name, Severity.WARNING, series.metric, int(steps[peak]), int(steps[-1]),
+                        summary, {"turn_step": int(steps[peak]), "peak": top, "end_level": tail,
+                                  "drop": round(drop / top, 4)}, series.segment)]
