@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import inspect
+import dataclasses
 import math
 import tomllib
 from dataclasses import dataclass, field
@@ -54,13 +54,12 @@ class Settings:
 
 
 def detector_parameters() -> dict[str, dict[str, Any]]:
-    """Every detector's parameters and defaults, from the constructors themselves."""
+    """Every detector's parameters and defaults: the fields of its frozen dataclass."""
     from losslens.detectors import REGISTRY
 
     out = {}
     for det in REGISTRY:
-        sig = inspect.signature(type(det).__init__)
-        out[det.name] = {p.name: p.default for p in sig.parameters.values() if p.name != "self"}
+        out[det.name] = {f.name: f.default for f in dataclasses.fields(det)}  # type: ignore[arg-type]
     return out
 
 

@@ -4,6 +4,7 @@ registry entry each, through the public API; the CLI's literal names match the r
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,12 +40,12 @@ class Toy(Format):
         return _ToyParser(sink)
 
 
+@dataclass(frozen=True)
 class AboveThree(Detector):
     name = "above_three"
     title = "the loss above 3"
 
-    def __init__(self, limit: float = 3.0):
-        self.limit = limit
+    limit: float = 3.0
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
         over = np.flatnonzero(series.values > self.limit)

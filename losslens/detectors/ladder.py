@@ -107,6 +107,7 @@ def chance_episodes(v: np.ndarray, window: int, shuffles: int, seed: int, **kw) 
     return float(np.mean(counts)) * len(v) / len(x)
 
 
+@dataclass(frozen=True)
 class Ladder(Detector):
     """The seed incident's shape: climbs through near-equal increments, then a reset drop, repeated.
     Calibrated against shuffles of the de-trended residual (chance episodes) and a coverage rule;
@@ -125,22 +126,18 @@ class Ladder(Detector):
     title = "repeated climbs through near-equal increments followed by a reset drop"
     metrics = ("loss",)
 
-    def __init__(self, min_increments: int = 3, regularity: float = 0.35, min_rise: float = 0.3,
-                 reset_fraction: float = 0.6, min_episodes: int = 2, strong_episodes: int = 3,
-                 multiple_tolerance: float = 0.25, window: int = 201, shuffles: int = 19,
-                 chance_factor: float = 3.0, min_coverage: float = 0.2, seed: int = 0):
-        self.min_increments = min_increments
-        self.regularity = regularity
-        self.min_rise = min_rise
-        self.reset_fraction = reset_fraction
-        self.min_episodes = min_episodes
-        self.strong_episodes = strong_episodes
-        self.multiple_tolerance = multiple_tolerance
-        self.window = window
-        self.shuffles = shuffles
-        self.chance_factor = chance_factor
-        self.min_coverage = min_coverage
-        self.seed = seed
+    min_increments: int = 3
+    regularity: float = 0.35
+    min_rise: float = 0.3
+    reset_fraction: float = 0.6
+    min_episodes: int = 2
+    strong_episodes: int = 3
+    multiple_tolerance: float = 0.25
+    window: int = 201
+    shuffles: int = 19
+    chance_factor: float = 3.0
+    min_coverage: float = 0.2
+    seed: int = 0
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
         ok = np.isfinite(series.values)

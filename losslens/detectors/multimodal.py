@@ -4,6 +4,7 @@ bucket, or k × a level when a loss accumulates)."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -43,6 +44,7 @@ def _merge_pair(weights: np.ndarray, means: np.ndarray, sds: np.ndarray, i: int
                  for x, m in zip((weights, means, sds), merged, strict=True))
 
 
+@dataclass(frozen=True)
 class Multimodal(Detector):
     """The de-trended loss falls into separated bands (a Gaussian mixture chosen by BIC, modes
     merged when close); `harmonic` when the bands stand at ~1:2:3 of the first.
@@ -58,18 +60,15 @@ class Multimodal(Detector):
     title = "the de-trended metric falls into two or more separated bands"
     metrics = ("loss",)
 
-    def __init__(self, min_points: int = 100, window: int = 201, max_modes: int = 4,
-                 min_share: float = 0.05, min_separation: float = 2.5, min_bic_gain: float = 30.0,
-                 max_valley: float = 0.5, harmonic_tolerance: float = 0.15, min_span: float = 0.3):
-        self.min_points = min_points
-        self.window = window
-        self.max_modes = max_modes
-        self.min_share = min_share
-        self.min_separation = min_separation
-        self.min_bic_gain = min_bic_gain
-        self.max_valley = max_valley
-        self.harmonic_tolerance = harmonic_tolerance
-        self.min_span = min_span  # share of the run between a band's first and last record
+    min_points: int = 100
+    window: int = 201
+    max_modes: int = 4
+    min_share: float = 0.05
+    min_separation: float = 2.5
+    min_bic_gain: float = 30.0
+    max_valley: float = 0.5
+    harmonic_tolerance: float = 0.15
+    min_span: float = 0.3
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
         v, steps = series.finite()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -10,6 +11,7 @@ from losslens.detectors.base import Detector, Series, fmt_number
 from losslens.findings import Finding, Severity, Skipped
 
 
+@dataclass(frozen=True)
 class NonFinite(Detector):
     """NaN or ±inf in the loss, grad norm, eval loss, accuracy or LR: one error from the first such
     step. Also a hidden NaN in Hugging Face logs (a NaN grad norm, or a loss frozen at one value).
@@ -20,8 +22,7 @@ class NonFinite(Detector):
     title = "NaN or inf in a metric (start_step = the first such step); hidden NaN in HF logs"
     metrics = ("loss", "grad_norm", "eval_loss", "acc", "lr")
 
-    def __init__(self, frozen_records: int = 5):
-        self.frozen_records = frozen_records
+    frozen_records: int = 5
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
         v, steps = series.values, series.steps

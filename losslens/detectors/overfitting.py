@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from losslens.detectors.base import Detector, Series, fmt_number
@@ -9,6 +11,7 @@ from losslens.detectors.stats import spearman
 from losslens.findings import Finding, Severity, Skipped
 
 
+@dataclass(frozen=True)
 class Overfitting(Detector):
     """The eval loss rises from its best while the train loss still falls; start_step is the best
     eval step.
@@ -19,9 +22,8 @@ class Overfitting(Detector):
     title = "eval loss rises while the train loss still falls (start_step at the eval minimum)"
     metrics = ("eval_loss",)
 
-    def __init__(self, min_points: int = 4, min_rise: float = 0.03):
-        self.min_points = min_points
-        self.min_rise = min_rise
+    min_points: int = 4
+    min_rise: float = 0.03
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
         ok = np.isfinite(series.values)

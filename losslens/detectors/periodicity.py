@@ -106,6 +106,7 @@ def _background(power: np.ndarray, width: float = 1.5, min_bins: int = 7) -> np.
     return np.exp(np.interp(k, np.log(centres), np.log(np.maximum(levels, 1e-300))))
 
 
+@dataclass(frozen=True)
 class Periodicity(Detector):
     """A significant periodic component of the de-trended loss: each periodogram ordinate is tested
     against the spectrum's local background; known periods (epoch, HF mega-batch) are named.
@@ -119,16 +120,13 @@ class Periodicity(Detector):
     title = "a significant periodic component (period in steps), against a red-noise null"
     metrics = ("loss",)
 
-    def __init__(self, min_points: int = 64, window: int = 201, alpha: float = 1e-3,
-                 min_share: float = 0.04, strong_share: float = 0.2, match_tolerance: float = 0.05,
-                 short_share: float = 0.3):
-        self.min_points = min_points
-        self.window = window
-        self.alpha = alpha
-        self.min_share = min_share
-        self.strong_share = strong_share
-        self.match_tolerance = match_tolerance
-        self.short_share = short_share
+    min_points: int = 64
+    window: int = 201
+    alpha: float = 1e-3
+    min_share: float = 0.04
+    strong_share: float = 0.2
+    match_tolerance: float = 0.05
+    short_share: float = 0.3
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
         v, steps = series.finite()

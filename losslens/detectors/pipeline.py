@@ -3,6 +3,8 @@ and gaps in wall time between records far beyond the usual spacing."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from losslens.detectors.base import Detector, Series
@@ -16,6 +18,7 @@ def queue_metric(name: str) -> bool:
         (name.startswith("q_") or "queue" in name) and not name.endswith(("_min", "_mean"))
 
 
+@dataclass(frozen=True)
 class PipelineStall(Detector):
     """Producer/consumer queues (q_* columns) drained to zero (starvation) or growing without bound
     (backlog), and wall-clock gaps or hangs between records.
@@ -29,14 +32,12 @@ class PipelineStall(Detector):
     title = "queues drained to zero (starved) or growing without bound (backlog); wall-time gaps"
     metrics = ("q_*", "time")  # queue columns are found per log (see wants)
 
-    def __init__(self, min_empty: int = 3, empty_share: float = 0.02, min_growth: float = 2.0,
-                 gap_ratio: float = 8.0, gap_min_s: float = 30.0, hang_s: float = 600.0):
-        self.min_empty = min_empty
-        self.empty_share = empty_share
-        self.min_growth = min_growth
-        self.gap_ratio = gap_ratio
-        self.gap_min_s = gap_min_s
-        self.hang_s = hang_s
+    min_empty: int = 3
+    empty_share: float = 0.02
+    min_growth: float = 2.0
+    gap_ratio: float = 8.0
+    gap_min_s: float = 30.0
+    hang_s: float = 600.0
 
     def wants(self, columns: list[str]) -> list[str]:
         return [c for c in columns if queue_metric(c) and not c.endswith("_mean")] + \

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from losslens.detectors.base import Detector, Series, fmt_number
@@ -9,6 +11,7 @@ from losslens.detectors.stats import rolling_median
 from losslens.findings import Finding, Severity, Skipped
 
 
+@dataclass(frozen=True)
 class Spike(Detector):
     """Isolated excursions of the loss far above its local level: a causal rolling median of the
     log-loss and its MAD give a robust z-score per record.
@@ -24,14 +27,12 @@ class Spike(Detector):
     title = "isolated excursions far above the local level (causal rolling median and MAD)"
     metrics = ("loss",)
 
-    def __init__(self, window: int = 64, z: float = 8.0, min_ratio: float = 1.4, history: int = 3,
-                 cluster: int = 5, tail_factor: float = 3.0):
-        self.tail_factor = tail_factor
-        self.window = window
-        self.z = z
-        self.min_ratio = min_ratio
-        self.history = history
-        self.cluster = cluster
+    window: int = 64
+    z: float = 8.0
+    min_ratio: float = 1.4
+    history: int = 3
+    cluster: int = 5
+    tail_factor: float = 3.0
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
         ok = np.isfinite(series.values) & (series.values > 0)

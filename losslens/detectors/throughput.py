@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from losslens.detectors.base import Detector, Series, fmt_number
@@ -9,6 +11,7 @@ from losslens.detectors.stats import level_shift
 from losslens.findings import Finding, Severity, Skipped
 
 
+@dataclass(frozen=True)
 class ThroughputDrop(Detector):
     """Tokens/s or samples/s fall (or step time rises) persistently; start_step is the turn.
 
@@ -19,10 +22,9 @@ class ThroughputDrop(Detector):
     title = "tokens/s (or samples/s; step time rising) falls persistently (start_step at the turn)"
     metrics = ("tokens_per_s", "samples_per_s", "step_time_s")
 
-    def __init__(self, min_points: int = 20, min_drop: float = 0.2, min_side: float = 0.1):
-        self.min_points = min_points
-        self.min_drop = min_drop
-        self.min_side = min_side
+    min_points: int = 20
+    min_drop: float = 0.2
+    min_side: float = 0.1
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
         v, steps = series.finite(True)

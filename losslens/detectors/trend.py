@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from losslens.detectors.base import Detector, Series, fmt_number
@@ -9,6 +11,7 @@ from losslens.detectors.stats import lr_schedule, robust_scale, smooth, spearman
 from losslens.findings import Finding, Severity, Skipped
 
 
+@dataclass(frozen=True)
 class Divergence(Detector):
     """The loss trend rises persistently after warm-up (or explodes); start_step is the turn.
 
@@ -20,12 +23,10 @@ class Divergence(Detector):
     title = "the trend rises persistently after warm-up, or explodes (start_step at the turn)"
     metrics = ("loss",)
 
-    def __init__(self, min_points: int = 4, min_rise: float = 0.2, min_rho: float = 0.7,
-                 warmup: float = 0.1):
-        self.min_points = min_points
-        self.min_rise = min_rise
-        self.min_rho = min_rho
-        self.warmup = warmup
+    min_points: int = 4
+    min_rise: float = 0.2
+    min_rho: float = 0.7
+    warmup: float = 0.1
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
         v, steps = series.finite()
@@ -59,6 +60,7 @@ class Divergence(Detector):
                         summary, evidence, series.segment)]
 
 
+@dataclass(frozen=True)
 class Plateau(Detector):
     """No learning: the loss trend improves less than min_improvement over the run while the LR is
     still above lr_floor × its peak (warning when the loss also stays above high_loss, else info).
@@ -69,12 +71,10 @@ class Plateau(Detector):
     title = "no learning: the trend does not improve over a long stretch while the LR is not ~0"
     metrics = ("loss",)
 
-    def __init__(self, min_points: int = 50, min_improvement: float = 0.01, high_loss: float = 4.0,
-                 lr_floor: float = 0.1):
-        self.min_points = min_points
-        self.min_improvement = min_improvement
-        self.high_loss = high_loss
-        self.lr_floor = lr_floor
+    min_points: int = 50
+    min_improvement: float = 0.01
+    high_loss: float = 4.0
+    lr_floor: float = 0.1
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
         v, steps = series.finite()
@@ -106,6 +106,7 @@ class Plateau(Detector):
                         int(steps[0]), int(steps[-1]), summary, evidence, series.segment)]
 
 
+@dataclass(frozen=True)
 class AccuracyDrop(Detector):
     """Accuracy's trend falls persistently; start_step is the turn.
 
@@ -116,10 +117,9 @@ class AccuracyDrop(Detector):
     title = "accuracy's trend falls persistently (start_step at the turn)"
     metrics = ("acc", "eval_acc")
 
-    def __init__(self, min_points: int = 50, min_drop: float = 0.15, min_noise: float = 3.0):
-        self.min_points = min_points
-        self.min_drop = min_drop
-        self.min_noise = min_noise
+    min_points: int = 50
+    min_drop: float = 0.15
+    min_noise: float = 3.0
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
         v, steps = series.finite()
