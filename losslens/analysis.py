@@ -10,6 +10,7 @@ import polars as pl
 
 from losslens import progress
 from losslens.detectors import REGISTRY, Detector, Series
+from losslens.detectors.relations import same_series
 from losslens.errors import UsageError
 from losslens.findings import Finding, Report, Severity, Skipped
 from losslens.logs import LogData
@@ -193,7 +194,7 @@ def analyze_log(log: LogData, detectors: tuple[Detector, ...] = REGISTRY,
                 del cache[metric]
     if big:
         progress.report(f"analysing {log.train.height:,} records", len(detectors), len(detectors))
-    findings = _with_lines(_memorising(_explained(findings)), log)
+    findings = _with_lines(_memorising(_explained(findings, detectors)), log)
     findings.sort(key=lambda f: (-int(f.severity), f.start_step, f.kind, f.metric))
     report = Report(source=log.source, format=log.format, lines=log.lines.as_dict(),
                   skipped_reasons=dict(log.lines.skipped), steps=steps,
@@ -225,74 +226,19 @@ def _with_lines(findings: list[Finding], log: LogData) -> list[Finding]:
     return out
 
 
-def _top(f: Finding) -> float | None:
-    """The highest level a structure finding accounts for: a ladder's highest rung, the top band."""
-    if f.kind == "ladder":
-        return max((max(e["values"]) for e in f.evidence.get("clearest", [])), default=None)
-    if f.kind == "multimodal":
-        return max(f.evidence.get("modes", []), default=None)
-    return f.evidence.get("cycle_top")  # the cycles of a short log
-
-
-def _at_cycle_peak(spike: Finding, cycles: Finding) -> bool:
-    """A spike at (within a record of) the peak of a cycle found in a short log."""
-    peaks = cycles.evidence.get("cycle_peaks")
-    if not peaks:
-        return False
-    record = cycles.evidence["period_steps"] / cycles.evidence["period_records"]
-    at = spike.evidence.get("peak_step", spike.start_step)
-    return any(abs(at - p) <= 1.01 * record for p in peaks)
-
-
-def _explained(findings: list[Finding]) -> list[Finding]:
-    """Findings that another finding of the same series already explains, left out:
-    - a spike inside a ladder is a rung of it; inside a divergence it is part of the rise, unless
-      it stands above the level the divergence ends at (the largest excursion of the run);
-    - a divergence whose rise stays within what a ladder or the bands reach, from inside their
-      stretch: composition (an epoch's tail of one bucket, a ladder cut off by the end of the
-      log), where "lower the LR" would be the wrong advice;
-    - a periodicity at a ladder's own period (or 2 or 3 times it): the ladder says it, with its
-      cause; a divergence in the ladder's last climb, cut off by the end of the log, is that climb;
-    - in a short log, a spike at a cycle's peak is that cycle, a divergence within the cycles'
-      top is their climb, and a ladder over some of the cycles is those cycles (unless it names
-      an accumulator: then the ladder says it);
-    - bands of a loss that repeats with the logged LR are the schedule's phases: information."""
-    def same(a: Finding, b: Finding) -> bool:
-        return a.metric == b.metric and a.segment == b.segment
-
-    structures = [f for f in findings if f.kind in ("ladder", "multimodal") or "cycle_top" in f.evidence]
-
-    def on_short_cycles(f: Finding) -> bool:  # the cycles of a short log on f's series
-        return any(same(f, g) and "cycle_top" in g.evidence for g in structures)
-
+def _explained(findings: list[Finding], detectors: tuple[Detector, ...]) -> list[Finding]:
+    """Findings that another finding of the same series already explains, left out: each
+    detector declares which (``Detector.explained``: a spike in a ladder, a divergence within the
+    bands, a period at a ladder's period...). Bands of a loss that repeats with the logged LR are
+    the schedule's phases: information."""
+    by_kind = {d.name: d for d in detectors}
     out = []
     for f in findings:
-        if f.kind == "spike":
-            if any(same(f, g) and g.start_step <= f.start_step <= g.end_step and (
-                    g.kind == "ladder" or f.evidence["value"] <= g.evidence["end_level"])
-                    for g in findings if g.kind in ("ladder", "divergence")):
-                continue
-            if any(same(f, g) and _at_cycle_peak(f, g) for g in structures):
-                continue
-        elif f.kind == "divergence":
-            if any(same(f, g) and (top := _top(g)) is not None and f.evidence["end_level"] <= 1.25 * top
-                   and g.start_step <= f.start_step <= g.end_step + max(
-                       0.1 * (g.end_step - g.start_step), 1.5 * (_ladder_period(g) or 0))
-                   for g in structures):
-                continue
-        elif f.kind == "periodicity":
-            if any(same(f, g) and g.kind == "ladder" and (period := _ladder_period(g)) and
-                   any(abs(f.evidence["period_steps"] - m * period) <= 0.15 * m * period for m in (1, 2, 3))
-                   for g in structures):
-                continue
-            if "cycle_top" in f.evidence and any(
-                    same(f, g) and g.kind == "ladder" and g.evidence.get("cause") == "accumulator"
-                    for g in structures):
-                continue
-        elif f.kind == "ladder" and on_short_cycles(f) and f.evidence.get("cause") != "accumulator":
+        det = by_kind.get(f.kind)
+        if det is not None and det.explained(f, findings):
             continue
-        elif f.kind == "multimodal" and (lr := next(
-                (g for g in findings if same(f, g) and g.kind == "periodicity"
+        if f.kind == "multimodal" and (lr := next(
+                (g for g in findings if same_series(f, g) and g.kind == "periodicity"
                  and g.evidence.get("cause") == "lr_schedule"), None)):
             # the loss moves with the LR's restarts: high-LR and low-LR phases are the bands
             f = dataclasses.replace(
@@ -330,8 +276,3 @@ def _memorising(findings: list[Finding]) -> list[Finding]:
                     "eval_rise": round(rise, 4)}
         out.append(dataclasses.replace(f, severity=Severity.WARNING, summary=summary, evidence=evidence))
     return out
-
-
-def _ladder_period(f: Finding) -> float | None:
-    """Steps from one reset of a ladder to the next."""
-    return f.evidence.get("recurrence_steps")

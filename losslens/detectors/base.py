@@ -49,6 +49,11 @@ class Detector(ABC):
             return Skipped(self.name, series.metric, f"only {n} points; needs {need}")
         return None
 
+    def explained(self, finding: Finding, findings: list[Finding]) -> bool:
+        """True when another of ``findings`` (the analysis's, same log) already says what this
+        detector's ``finding`` says: it is then left out of the report. None by default."""
+        return False
+
     @abstractmethod
     def detect(self, series: Series) -> list[Finding] | Skipped:
         """Findings on ``series`` (possibly none), or Skipped when it cannot judge."""

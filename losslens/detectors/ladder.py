@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from losslens.detectors.base import Detector, Series
+from losslens.detectors.relations import structures
 from losslens.detectors.stats import detrend
 from losslens.findings import Finding, Severity, Skipped
 
@@ -138,6 +139,12 @@ class Ladder(Detector):
     chance_factor: float = 3.0
     min_coverage: float = 0.2
     seed: int = 0
+
+    def explained(self, finding: Finding, findings: list[Finding]) -> bool:
+        """In a short log, a ladder over some of the cycles is those cycles, unless it names an
+        accumulator (then the ladder says it)."""
+        return finding.evidence.get("cause") != "accumulator" and \
+            any("cycle_top" in g.evidence for g in structures(finding, findings))
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
         ok = np.isfinite(series.values)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from losslens.detectors.base import Detector, Series
+from losslens.detectors.relations import ladder_period, structures
 from losslens.detectors.stats import ar1, detrend, f_sf, rank_sum_p, regular_grid, settled
 from losslens.findings import Finding, Severity, Skipped
 
@@ -127,6 +128,17 @@ class Periodicity(Detector):
     strong_share: float = 0.2
     match_tolerance: float = 0.05
     short_share: float = 0.3
+
+    def explained(self, finding: Finding, findings: list[Finding]) -> bool:
+        """A period at a ladder's own period (or 2 or 3 times it): the ladder says it, with its
+        cause; a short log's cycles under an accumulator ladder are that ladder's climbs."""
+        ladders = [g for g in structures(finding, findings) if g.kind == "ladder"]
+        period = finding.evidence.get("period_steps", 0.0)
+        if any((p := ladder_period(g)) and any(abs(period - m * p) <= 0.15 * m * p for m in (1, 2, 3))
+               for g in ladders):
+            return True
+        return "cycle_top" in finding.evidence and \
+            any(g.evidence.get("cause") == "accumulator" for g in ladders)
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
         v, steps = series.finite()

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from losslens.detectors.base import Detector, Series, fmt_number
+from losslens.detectors.relations import at_cycle_peak, same_series, structures
 from losslens.detectors.stats import rolling_median
 from losslens.findings import Finding, Severity, Skipped
 
@@ -33,6 +34,16 @@ class Spike(Detector):
     history: int = 3
     cluster: int = 5
     tail_factor: float = 3.0
+
+    def explained(self, finding: Finding, findings: list[Finding]) -> bool:
+        """A spike inside a ladder is a rung of it; inside a divergence it is part of the rise,
+        unless it stands above the level the divergence ends at (the largest excursion of the
+        run); in a short log, a spike at a cycle's peak is that cycle."""
+        if any(same_series(finding, g) and g.start_step <= finding.start_step <= g.end_step
+               and (g.kind == "ladder" or finding.evidence["value"] <= g.evidence["end_level"])
+               for g in findings if g.kind in ("ladder", "divergence")):
+            return True
+        return any(at_cycle_peak(finding, g) for g in structures(finding, findings))
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
         ok = np.isfinite(series.values) & (series.values > 0)
