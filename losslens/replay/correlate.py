@@ -70,11 +70,12 @@ def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch
 def _event_positions(y: np.ndarray) -> np.ndarray:
     """Positions of ladder peaks and loss spikes in the aligned loss."""
     from losslens.detectors.ladder import find_episodes
-    from losslens.detectors.spike import spikes
+    from losslens.detectors.spike import Spike, spikes
 
     pos = [e.peak for e in find_episodes(y)]
     if len(y) > 8 and np.all(y > 0):
-        flagged, _, _ = spikes(y, 64, 8.0, 1.4, 3)
+        d = Spike()  # the detector's own rule and defaults, not a copy of them
+        flagged, _, _ = spikes(y, d.window, d.z, d.min_ratio, d.history)
         pos += np.flatnonzero(flagged).tolist()
     return np.unique(np.asarray(pos, dtype=np.int64))
 
