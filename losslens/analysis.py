@@ -14,7 +14,7 @@ from losslens.detectors.relations import same_series
 from losslens.errors import UsageError
 from losslens.findings import Finding, Report, Severity, Skipped
 from losslens.logs import LogData
-from losslens.logs.compact import column as values_of
+from losslens.logs.compact import values_of
 from losslens.logs.names import canonical
 
 PROGRESS_RECORDS = 1_000_000  # the detectors tell their progress on logs at least this long

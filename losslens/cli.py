@@ -535,7 +535,7 @@ def _follow(log: str, watcher, view, exit_at: Severity | None, interval: float, 
             watcher.tick()
             due = watcher.new_records or any(not a.announced for a in watcher.active.values())
             # analyses take at most about a quarter of the time: a backlog is read at speed
-            if due and time.monotonic() - last >= max(interval, 3 * cost) or watcher.urgent:
+            if watcher.urgent or (due and time.monotonic() - last >= max(interval, 3 * cost)):
                 last = time.monotonic()
                 code = max(code, view.show(watcher.analyse(), exit_at))
                 cost = time.monotonic() - last

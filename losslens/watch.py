@@ -228,8 +228,6 @@ class Follower:
             self.file.close()
 
 
-
-
 class Splitter:
     """Bytes in, complete lines out (see ``complete_lines``), in time linear in the bytes: the
     unfinished rest is kept as pieces and joined only when a line end arrives, and a line is cut
@@ -335,6 +333,7 @@ class Watcher:
         self.confirm = confirm
         self.cooldown_s = cooldown_s
         self.sink = Sink(source_name=os.path.basename(source))
+        self.window = window
         self.train: deque[dict] = deque(maxlen=window)
         self.evals: deque[dict] = deque(maxlen=max(100, window // 10))
         self.acc = Accounting()
@@ -448,7 +447,7 @@ class Watcher:
     def _rows(self, frames: list[pl.DataFrame], records: list[dict]) -> tuple[list[dict], int]:
         """A batch's records as dicts in line order, the last ``window`` of them, and how many
         there were. The per-record check sees every one (on the columns, vectorised)."""
-        keep = self.train.maxlen or len(records) + sum(f.height for f in frames)
+        keep = self.window
         out: list[dict] = []
         for frame in frames:
             watched = [c for c in frame.columns if c in self.watched]
@@ -457,9 +456,7 @@ class Watcher:
                 self._check(bad.to_dicts())
             lists = [c for c, t in frame.schema.items() if isinstance(t, pl.List)]
             out += frame.tail(keep).drop(lists).to_dicts()
-        self._check(records)
-        for rec in records:
-            flat(rec)
+        self._arrived(records)
         n = len(records) + sum(f.height for f in frames)
         out += records
         if frames and records:
@@ -475,10 +472,8 @@ class Watcher:
         else:
             self.acc.skip(reason, lineno, line)
         # move new records into the bounded window (the sink is only a mailbox)
-        self._check(self.sink.train[n_train:])
+        self._arrived(self.sink.train[n_train:])
         self._check(self.sink.eval[n_eval:])
-        for rec in self.sink.train[n_train:]:
-            flat(rec)
         self.train.extend(self.sink.train[n_train:])
         self.evals.extend(self.sink.eval[n_eval:])
         self.new_records += len(self.sink.train) - n_train
@@ -493,12 +488,17 @@ class Watcher:
         if self.parser is not None:
             n = len(self.sink.train)
             self.parser.finish()
-            self._check(self.sink.train[:])
-            for rec in self.sink.train:
-                flat(rec)
+            self._arrived(self.sink.train)
             self.train.extend(self.sink.train[:])
             self.new_records += len(self.sink.train) - n
             del self.sink.train[:]
+
+    def _arrived(self, records: list[dict]) -> None:
+        """New train records on their way into the window: the per-record check, then list
+        values as their min and mean (see ``flat``)."""
+        self._check(records)
+        for rec in records:
+            flat(rec)
 
     def _check(self, records: list[dict]) -> None:
         """The per-record check: a non-finite value of a watched metric is remembered (first and
@@ -558,8 +558,8 @@ class Watcher:
         now = time.time() if now is None else now
         self.acc = log.lines
         self.format = BY_NAME.get(log.format)
-        window = log.train.tail(self.train.maxlen or 5000)
-        self.train = deque(window.iter_rows(named=True), maxlen=self.train.maxlen)
+        window = log.train.tail(self.window)
+        self.train = deque(window.iter_rows(named=True), maxlen=self.window)
         return self._debounce(dataclasses.replace(log, train=window), now, None)
 
     def _debounce(self, log: Any, now: float, only: set[str] | None) -> list[Event]:

@@ -78,7 +78,7 @@ def narrowable(s: pl.Series) -> bool:
         narrow(s.drop_nulls().to_numpy()) is not None
 
 
-def column(s: pl.Series) -> np.ndarray:
+def values_of(s: pl.Series) -> np.ndarray:
     """A metric column as float64 values (nulls as NaN), widened exactly where narrowed."""
     if s.dtype == pl.Float32:
         return widen(s.to_numpy())
@@ -117,5 +117,5 @@ class Compactor:
             self.wide.add(name)
             for i, part in enumerate(done):
                 if part.schema.get(name) == pl.Float32:
-                    done[i] = part.with_columns(pl.Series(name, column(part[name])))
+                    done[i] = part.with_columns(pl.Series(name, values_of(part[name])))
         return df.with_columns(casts) if casts else df

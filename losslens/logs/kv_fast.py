@@ -295,7 +295,7 @@ def lines_of(chunk: bytes) -> pl.Series:
 
 
 def read(src: Source, fmt: Format, sink: Sink, acc: Accounting) -> None:
-    """key=value logs, vectorised chunk by chunk (see kv_fast); odd lines go per line."""
+    """A key=value log, chunk by chunk: the template lines vectorised, odd lines per line."""
     parser = fmt.parser(sink)
     tpls: list[Template] | None = None
     for chunk in src.chunks():

@@ -8,6 +8,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from losslens.errors import FormatError
@@ -58,17 +59,24 @@ def emit_mapping(sink: Sink, lineno: int, obj: dict[str, Any], step: int | None 
 
 
 # --- JSON Lines ------------------------------------------------------------------------------
-def load_json(text: str, source: str) -> Any:
-    """A whole JSON document, or a FormatError naming the file (and line) — also for a document
-    nested too deeply to decode or a number too long for Python's int."""
+@contextmanager
+def json_errors(source: str) -> Iterator[None]:
+    """Decoding errors as a FormatError naming the file (and line) — also for a document nested
+    too deeply to decode or a number too long for Python's int."""
     try:
-        return json.loads(text)
+        yield
     except json.JSONDecodeError as exc:
         raise FormatError(f"invalid JSON: {exc.msg}", source=source, line=exc.lineno) from None
     except RecursionError:
         raise FormatError("invalid JSON: nested too deeply to read", source=source) from None
     except ValueError as exc:  # 'Exceeds the limit (4300 digits) for integer string conversion'
         raise FormatError(f"invalid JSON: {str(exc).split(';')[0]}", source=source) from None
+
+
+def load_json(text: str, source: str) -> Any:
+    """A whole JSON document, or a FormatError (see ``json_errors``)."""
+    with json_errors(source):
+        return json.loads(text)
 
 
 class _JsonlParser(RegexLineParser):
@@ -442,14 +450,8 @@ def _array_items(text: str, source: str) -> Iterator[Any]:
     if text.startswith("]", i):
         return _array_end(text, i, source)
     while True:
-        try:
+        with json_errors(source):
             item, i = decoder.raw_decode(text, i)
-        except json.JSONDecodeError as exc:
-            raise FormatError(f"invalid JSON: {exc.msg}", source=source, line=exc.lineno) from None
-        except RecursionError:
-            raise FormatError("invalid JSON: nested too deeply to read", source=source) from None
-        except ValueError as exc:  # a number too long for Python's int
-            raise FormatError(f"invalid JSON: {str(exc).split(';')[0]}", source=source) from None
         yield item
         i = _SPACE.match(text, i).end()  # type: ignore[union-attr]
         if text.startswith(",", i):
