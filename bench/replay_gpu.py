@@ -21,7 +21,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, not installed
 
-from losslens.replay.stats import shuffled_max_runs  # noqa: E402
+from losslens.replay.order import shuffled_max_runs  # noqa: E402
 from losslens.replay.strategies import Plan, build_epochs  # noqa: E402
 from losslens.synth import seed_lengths  # noqa: E402
 

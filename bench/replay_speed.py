@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from losslens.replay import Plan, build_epochs
-from losslens.replay.stats import order_stats
+from losslens.replay.order import order_stats
 
 BOUNDS = (0, 770, 1216, 1728, 2432, 3296, 8193)
 

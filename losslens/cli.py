@@ -7,8 +7,7 @@ import signal
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import closing, contextmanager
 from enum import Enum, StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -22,8 +21,7 @@ from losslens.errors import LossLensError, MissingExtra, UsageError
 from losslens.findings import ExitCode, Severity
 
 if TYPE_CHECKING:
-    from losslens.findings import Report
-    from losslens.logs import LogData
+    from losslens.runner import Options, Result
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, rich_markup_mode=None,
                   context_settings={"help_option_names": ["-h", "--help"]},
@@ -143,103 +141,44 @@ def _severity(value: Level | str | None) -> Severity | None:
         raise UsageError(str(exc)) from None
 
 
-def _ignore(value: str | None, settings) -> frozenset[str]:
-    from losslens.detectors import REGISTRY
-
-    given = settings.ignore if value is None else value.split(",")
-    kinds = frozenset(k.strip() for k in given if k.strip())
-    known = {d.name for d in REGISTRY}
-    unknown = sorted(kinds - known)
-    if unknown:
-        raise UsageError(f"unknown finding kind(s) for --ignore: {', '.join(unknown)} "
-                         f"(known: {', '.join(sorted(known))})")
-    return kinds
-
-
 def _output(output_format: OutputFormat | None, json: bool) -> OutputFormat:
     if json and output_format not in (None, OutputFormat.json):
         raise UsageError(f"--json and --output-format {output_format.value} disagree: pass one")
     return OutputFormat.json if json else (output_format or OutputFormat.text)
 
 
-@dataclass(frozen=True)
-class Run:
-    """What every log command shares: settings and the options that shape reading and analysis."""
+def _options(config: str | None, format: Any, ignore: str | None, metric: list[str] | None,
+             quiet: bool = False, verbose: bool = False, skip_unreadable: bool = False) -> Options:
+    from losslens.runner import Options
 
-    settings: Any
-    fmt: str
-    ignore: frozenset[str]
-    metrics: tuple[str, ...]
-    quiet: bool = False
-    verbose: bool = False
-    skip_unreadable: bool = False
-
-    @classmethod
-    def make(cls, config: str | None, format: Any, ignore: str | None, metric: list[str] | None,
-             quiet: bool = False, verbose: bool = False, skip_unreadable: bool = False) -> Run:
-        from losslens.config import load
-
-        settings = load(config)
-        if quiet and verbose:
-            raise UsageError("--quiet and --verbose disagree: pass one")
-        fmt = format.value if format is not None else settings.format
-        from losslens.logs.registry import check_format
-
-        check_format(fmt)
-        return cls(settings, fmt, _ignore(ignore, settings), tuple(metric or settings.metric),
-                   quiet, verbose, skip_unreadable)
+    return Options.make(config, format.value if format is not None else None, ignore, metric,
+                        quiet, verbose, skip_unreadable)
 
 
-@dataclass(frozen=True)
-class Result:
-    source: str
-    log: LogData | None
-    report: Report | None
-    error: str | None = None
-
-
-def _results(logs: list[str], run: Run) -> Iterator[Result]:
-    """Each log read and analysed in turn. A log that cannot be read is one line on stderr and a
-    Result without a report (exit 2), or, with --skip-unreadable, a line that says it was skipped;
-    a walk that leaves nothing to read is a UsageError."""
+def _results(logs: list[str], run: Options) -> Iterator[Result]:
+    """Each log read and analysed in turn (``runner.results``); one that cannot be read is one
+    line on stderr, or with --skip-unreadable a line that says it was skipped."""
     # polars, numpy and the detectors load here, not at start-up (`--help` stays fast)
-    from losslens import progress
-    from losslens.analysis import analyze_log
-    from losslens.discover import expand
-    from losslens.logs import read_log
+    from losslens import progress, runner
 
-    walk = expand(logs)
+    walk = runner.walk(logs)
     if run.verbose:
         for path, why in walk.ignored:
             err.print(f"losslens: passed over {path}: {why}", markup=False)
-    if not walk.targets:
-        passed = (f" ({len(walk.ignored)} file(s) passed over as not logs; --verbose lists them)"
-                  if walk.ignored else "")
-        raise UsageError(f"no log files found in {', '.join(logs)}{passed}")
-    registry, read = run.settings.registry(), 0
     with _progress_bar(run) as listener, progress.listening(listener):
-        for t in walk.targets:
-            try:
-                log, report = analyze_log(read_log(t.path, None if run.fmt == "auto" else run.fmt),
-                                          registry, run.ignore, run.metrics)
-            except LossLensError as exc:
-                if run.skip_unreadable:
-                    if not run.quiet:
-                        err.print(f"losslens: skipped: {exc}", markup=False)
-                    continue
-                hint = "" if t.explicit else " (--skip-unreadable passes over logs that cannot be read)"
-                err.print(f"losslens: error: {exc}{hint}", markup=False)
-                yield Result(t.path, None, None, str(exc))
-                read += 1
+        for r in runner.results(walk, run, logs):
+            if r.skipped:
+                if not run.quiet:
+                    err.print(f"losslens: skipped: {r.error}", markup=False)
                 continue
-            read += 1
-            yield Result(t.path, log, report)
-    if read == 0:
-        raise UsageError(f"no log could be read in {', '.join(logs)}")
+            if r.error is not None:
+                hint = "" if r.explicit else " (--skip-unreadable passes over logs that cannot be read)"
+                err.print(f"losslens: error: {r.error}{hint}", markup=False)
+            yield r
 
 
 @contextmanager
-def _progress_bar(run: Run) -> Iterator[Any]:
+def _progress_bar(run: Options) -> Iterator[Any]:
     """A transient bar on stderr for a log over 50 MB and for detectors over 1M records (terminals
     only, never with --quiet); it appears only once such work starts."""
     if run.quiet or not err.is_terminal:
@@ -272,39 +211,21 @@ def _progress_bar(run: Run) -> Iterator[Any]:
             bar.stop()
 
 
-def _emit(fmt: OutputFormat, result: Result, text_lines: list[str] | None = None) -> None:
-    """Per-log output for the streaming formats (text lines, JSON, GitHub annotations)."""
-    from losslens.reporters import ci, jsonl
-
-    if fmt is OutputFormat.json and result.report is not None:
-        print(jsonl.render(result.report), flush=True)
-    elif fmt is OutputFormat.github:
-        print(ci.github([ci.Outcome(result.source, result.report, result.error)]), end="", flush=True)
-    elif fmt is OutputFormat.text and text_lines:
-        print("\n".join(text_lines), flush=True)
-
-
-def _close(fmt: OutputFormat, results: list[Result], fail_on: Severity) -> None:
-    """The whole-run documents (JUnit, SARIF), printed once every log is done."""
-    if fmt not in (OutputFormat.junit, OutputFormat.sarif):
+def _print(output: Any) -> None:
+    """A reporter's output: a string as is (it carries its line ends), a rich renderable through
+    the console; None is nothing."""
+    if output is None:
         return
-    from losslens.detectors import REGISTRY
-    from losslens.reporters import ci
-
-    outcomes = [ci.Outcome(r.source, r.report, r.error) for r in results]
-    if fmt is OutputFormat.junit:
-        print(ci.junit(outcomes, [d.name for d in REGISTRY], fail_on), end="")
+    if isinstance(output, str):
+        print(output, end="", flush=True)
     else:
-        print(ci.sarif(outcomes, {d.name: d.title for d in REGISTRY}), end="")
+        out.print(output)
 
 
-def _no_loss(result: Result, run: Run) -> bool:
-    """check: a log whose loss could not be identified is never 'ok' (exit 2, one line)."""
-    if result.report is None or result.report.loss is not None or run.metrics:
-        return False
-    found = next(f.summary for f in result.report.findings if f.kind == "no_loss_metric")
-    err.print(f"losslens: error: {result.report.source}: {found}", markup=False)
-    return True
+def _reporter(fmt: OutputFormat, markdown: bool = False) -> Any:
+    from losslens.reporters.registry import REPORTERS
+
+    return REPORTERS["markdown" if markdown and fmt is OutputFormat.text else fmt.value]
 
 
 @app.command()
@@ -333,10 +254,11 @@ def analyze(
     verbose: VerboseOpt = False,
 ) -> None:
     """Post-mortem report: what was read, and the findings with steps, numbers and a likely cause."""
-    from losslens.reporters import text
+    from losslens.reporters import pages
+    from losslens.reporters.base import Context
 
     with user_errors():
-        run = Run.make(config, format, ignore, metric, quiet, verbose, skip_unreadable)
+        run = _options(config, format, ignore, metric, quiet, verbose, skip_unreadable)
         fmt, threshold = _output(output_format, json), _severity(fail_on)
         _writable(html_out, plot)
         if plot:
@@ -348,22 +270,17 @@ def analyze(
             ok = [r for r in results if r.report is not None]
             results = [max(ok, key=lambda r: int(r.report.steps["count"] or 0) if r.report else 0)] \
                 if ok else results
+        reporter = _reporter(fmt, markdown)
+        ctx = Context("analyze", out.width, show_all, run.verbose,
+                      threshold or Severity.parse(run.settings.fail_on))
         code = ExitCode.OK
         for r in results:
-            if r.report is None or r.log is None:
-                code = ExitCode.ERROR
-            elif fmt is OutputFormat.text and markdown:
-                from losslens.reporters import markdown as md
-
-                print(md.render(r.report), end="")
-            elif fmt is OutputFormat.text:
-                out.print(text.analyze_view(r.report, r.log, out.width, show_all, run.verbose))
-            if fmt is not OutputFormat.text:
-                _emit(fmt, r)
-            if r.report is not None:
-                code = max(code, r.report.exit_code(threshold))
-        _close(fmt, results, threshold or Severity.parse(run.settings.fail_on))
-        _write_pages([r for r in results if r.report is not None], html_out, plot, run.quiet)
+            code = max(code, ExitCode.ERROR if r.report is None else r.report.exit_code(threshold))
+            _print(reporter.log(r, ctx))
+        _print(reporter.close(results, ctx))
+        for line in pages.write([r for r in results if r.report is not None], html_out, plot):
+            if not run.quiet:
+                err.print(f"losslens: wrote {line}", markup=False)
     raise typer.Exit(code)
 
 
@@ -386,28 +303,29 @@ def check(
     """The gate: one line per finding, a summary on stderr; exit 0 clean, 1 findings, 2 error
     (a log that cannot be read, or whose loss cannot be found, is never 'ok')."""
     from losslens.reporters import text
+    from losslens.reporters.base import Context
+    from losslens.runner import gate
 
     with user_errors():
-        run = Run.make(config, format, ignore, metric, quiet, verbose, skip_unreadable)
+        run = _options(config, format, ignore, metric, quiet, verbose, skip_unreadable)
         fmt = _output(output_format, json)
         threshold = _severity(fail_on) or Severity.parse(run.settings.fail_on)
+        reporter, ctx = _reporter(fmt), Context("check", out.width, show_all, run.verbose, threshold)
         code = ExitCode.OK
         rows: list[tuple[str, int | None, Severity | None, str]] = []
         results = []
         for r in _results(logs, run):
             results.append(r)
-            report = r.report
-            if report is None:
-                code = ExitCode.ERROR
-                rows.append((r.source, None, None, "ERROR"))
-                _emit(fmt, r)
-                continue
-            _emit(fmt, r, text.check_lines(report, show_all))
-            result = report.exit_code(threshold)
-            if _no_loss(r, run) and result != ExitCode.FINDINGS:
-                result = ExitCode.ERROR  # (a NaN grad norm found without a loss still fails: 1)
-            worst = report.worst()
+            _print(reporter.log(r, ctx))
+            result, why = gate(r, threshold, bool(run.metrics))
+            code = max(code, result)
+            if why is not None:
+                err.print(f"losslens: error: {why}", markup=False)
             verdict = {ExitCode.OK: "ok", ExitCode.FINDINGS: "FAIL"}.get(result, "ERROR")
+            if (report := r.report) is None:
+                rows.append((r.source, None, None, verdict))
+                continue
+            worst = report.worst()
             if not run.quiet:
                 err.print(f"{report.source}: {len(report.findings)} finding(s)"
                           f"{f', worst {worst}' if worst is not None else ''}; "
@@ -417,8 +335,7 @@ def check(
                     err.print(f"{report.source}: could not check {sk.detector} on {sk.metric}: "
                               f"{sk.reason}", markup=False)
             rows.append((report.source, len(report.findings), worst, verdict))
-            code = max(code, result)
-        _close(fmt, results, threshold)
+        _print(reporter.close(results, ctx))
         if len(rows) > 1 and not run.quiet:
             err.print(text.summary_table(rows))
     raise typer.Exit(code)
@@ -452,10 +369,10 @@ def watch(
 ) -> None:
     """Follow a live log (tail -F: waits for it, survives rotation and truncation) and alert."""
     from losslens.reporters import live
-    from losslens.watch import Watcher
+    from losslens.watch import Verdict, Watcher, follow, followable
 
     with user_errors():
-        run = Run.make(config, format, ignore, metric, quiet, verbose)
+        run = _options(config, format, ignore, metric, quiet, verbose)
         fmt = _output(output_format, json)
         if fmt not in (OutputFormat.text, OutputFormat.json):
             raise UsageError("watch writes text or json (--output-format text|json)")
@@ -464,19 +381,23 @@ def watch(
         fail_at = _severity(fail_on) or Severity.parse(run.settings.fail_on)
         if log != "-" and os.path.isdir(log):
             log = _folder_log(log, run)
-        _followable(log, run.fmt)
         start = 0 if from_end else tail
-        if start is not None and log == "-":
-            raise UsageError("--tail and --from-end start inside a file; standard input has no end "
-                             "to start from")
-        watcher = Watcher("<stdin>" if log == "-" else log, None if run.fmt == "auto" else run.fmt,
+        followable(log, run.fmt, start)
+        watcher = Watcher("<stdin>" if log == "-" else log, run.format,
                           run.settings.registry(), run.ignore, window=w["window"],
                           confirm=w["confirm"], cooldown_s=w["cooldown_s"], metrics=run.metrics)
         view = live.View(watcher, json=fmt is OutputFormat.json, console=out, err=err, quiet=run.quiet)
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    verdict = Verdict(exit_at, fail_at)
     try:
         with user_errors():
-            code = _follow(log, watcher, view, exit_at, w["interval_s"], w["confirm"], start)
+            with closing(follow(log, watcher, w["interval_s"], w["confirm"], start)) as analyses:
+                for events in analyses:
+                    view.show(events)
+                    view.notes()
+                    _stdout_gone()
+                    if verdict.see(events):
+                        break
     except (KeyboardInterrupt, Terminated) as exc:
         view.summary(interrupted=True)
         raise typer.Exit(ExitCode.TERMINATED if isinstance(exc, Terminated)
@@ -484,9 +405,7 @@ def watch(
     finally:
         signal.signal(signal.SIGTERM, previous)
     view.summary(interrupted=False)
-    if code == ExitCode.OK and view.worst is not None and view.worst >= fail_at:
-        code = ExitCode.FINDINGS
-    raise typer.Exit(code)
+    raise typer.Exit(verdict.code)
 
 
 def _stdout_gone() -> None:
@@ -504,88 +423,12 @@ def _stdout_gone() -> None:
         raise BrokenPipeError()
 
 
-def _follow(log: str, watcher, view, exit_at: Severity | None, interval: float, confirm: int,
-            tail: int | None = None) -> ExitCode:
-    """Feed the watcher until stdin ends or a finding at ``exit_at`` is announced."""
-    import threading
-
-    from losslens.watch import lines_from
-
-    if log != "-" and _record_source(log):
-        if tail is not None:
-            raise UsageError("--tail and --from-end start inside a line log; this one is re-read "
-                             "whole when it changes", source=log)
-        return _watch_records(log, watcher, view, exit_at, interval)
-    if tail is not None and log != "-" and os.path.isfile(log):
-        from losslens.logs.source import decode_lines
-
-        with open(log, "rb") as f:  # the format from the file's top, which --tail starts past
-            head = f.read(1 << 18)
-        watcher.hint(decode_lines(head)[:-1])
-    stop = threading.Event()
-    code, last, cost = ExitCode.OK, 0.0, 0.0
-    try:
-        for batch in lines_from(log, interval, stop, watcher.notes, tail, watcher.pass_over):
-            if batch is None:  # end of standard input: settle and stop
-                watcher.finish_input()
-                for _ in range(max(1, confirm)):
-                    code = max(code, view.show(watcher.analyse(), exit_at))
-                break
-            watcher.feed_batch(batch)
-            watcher.tick()
-            due = watcher.new_records or any(not a.announced for a in watcher.active.values())
-            # analyses take at most about a quarter of the time: a backlog is read at speed
-            if watcher.urgent or (due and time.monotonic() - last >= max(interval, 3 * cost)):
-                last = time.monotonic()
-                code = max(code, view.show(watcher.analyse(), exit_at))
-                cost = time.monotonic() - last
-            view.notes()
-            view.refresh()
-            _stdout_gone()
-            if code == ExitCode.FINDINGS:
-                break
-    finally:
-        stop.set()
-    return code
-
-
-def _followable(log: str, fmt: str) -> None:
-    """What watch cannot follow is one line and exit 2, before it starts: a whole-document format
-    on stdin (it is re-read whole when it changes), a FIFO or a device, an unreadable file. A
-    missing file is fine: watch waits for it, as tail -F does."""
-    import stat
-
-    from losslens.logs.registry import BY_NAME
-
-    if log == "-":
-        if fmt != "auto" and BY_NAME[fmt].whole_file:
-            raise UsageError(f"watch reads --format {fmt} from a file, which it re-reads whole when it "
-                             "changes; it cannot follow it on standard input")
-        return
-    try:
-        mode = os.stat(log).st_mode
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise UsageError(f"cannot follow: {exc.strerror}", source=log) from None
-    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
-        raise UsageError("cannot follow: not a regular file (a FIFO or a device); pipe it into "
-                         "`losslens watch -` instead", source=log)
-    if not os.access(log, os.R_OK):
-        raise UsageError("cannot follow: permission denied", source=log)
-    if stat.S_ISREG(mode):
-        with open(log, "rb") as f:
-            if f.read(2) == b"\x1f\x8b":
-                raise UsageError("cannot follow a gzip-compressed log (it does not grow as text): "
-                                 "`losslens check` or `analyze` read it whole", source=log)
-
-
-def _folder_log(folder: str, run: Run) -> str:
+def _folder_log(folder: str, run: Options) -> str:
     """watch DIR: the log the folder walk would pick (the one with the most records), said on
     stderr; a folder with none is a UsageError."""
     from losslens.discover import main_log
 
-    path, candidates = main_log(folder, None if run.fmt == "auto" else run.fmt)
+    path, candidates = main_log(folder, run.format)
     if not run.quiet:
         err.print(f"losslens: watching {path} (of {candidates} log(s) in {folder}: the one with the most "
                   "records)", markup=False)
@@ -593,11 +436,7 @@ def _folder_log(folder: str, run: Run) -> str:
 
 
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
-SEED_BOUNDS = "0,770,1216,1728,2432,3296,8193"
-
-
-MAX_REPLAYED = 200_000_000  # samples × epochs
-MAX_OPTIMIZED_BUCKETS = 64  # the bound search is O(K · distinct lengths²)
+SEED_BOUNDS = "0,770,1216,1728,2432,3296,8193"  # replay.request.SEED_BOUNDS (kept literal: --help)
 
 
 def _needs(module: str, what: str, extra: str) -> None:
@@ -651,52 +490,23 @@ def replay(
 ) -> None:
     """Rebuild the batch/bucket sequence a batching strategy fed the model; correlate, compare."""
     with user_errors():
-        strategy_name = strategy.value if isinstance(strategy, Enum) else str(strategy)
+        from losslens.replay.request import ReplayRequest, parse_bounds
+
         if quiet and verbose:
             raise UsageError("--quiet and --verbose disagree: pass one")
-        try:
-            edges = tuple(int(x) for x in bounds.split(","))
-        except ValueError:
-            raise UsageError(f"--bounds must be comma-separated integers, got {bounds!r}") from None
-        if len(edges) < 2 or any(b <= a for a, b in zip(edges, edges[1:], strict=False)):
-            raise UsageError(f"--bounds must increase: {bounds}")
-        if edges[-1] <= max_seq_len:
-            raise UsageError(f"the last bound ({edges[-1]}) must exceed --max-seq-len ({max_seq_len}): "
-                             "bounds are exclusive")
-        if not 0 <= seed < 1 << 63:
-            raise UsageError(f"--seed takes 0 to 2**63-1, got {seed}")
-        counts = {"--max-seq-len": max_seq_len, "--token-budget": token_budget,
-                  "--max-batch-size": max_batch_size, "--epochs": epochs,
-                  "--grad-accum": grad_accum, "--world-size": world_size, "--null-seeds": null_seeds}
-        for option, value in counts.items():
-            if value < 1:
-                raise UsageError(f"{option} must be >= 1, got {value}")
-        if optimize_bounds is not None and not 1 <= optimize_bounds <= MAX_OPTIMIZED_BUCKETS:
-            raise UsageError(f"--optimize-bounds K takes 1 to {MAX_OPTIMIZED_BUCKETS} buckets, got "
-                             f"{optimize_bounds}")
-        if html_out and log is None:
-            raise UsageError("--html needs --log (the page shows the replay under the log's loss)")
+        request = ReplayRequest(
+            lengths=lengths, column=column, bounds=parse_bounds(bounds), token_budget=token_budget,
+            max_batch_size=max_batch_size, max_seq_len=max_seq_len, bs_from=str(bs_from),
+            strategy=strategy.value if isinstance(strategy, Enum) else str(strategy), seed=seed,
+            epochs=epochs, grad_accum=grad_accum, world_size=world_size, log=log,
+            step_offset=step_offset, null_seeds=null_seeds, compare=compare,
+            optimize_bounds=optimize_bounds, device=str(device), page=html_out is not None)
         _writable(out_file, steps_out, html_out)
         _needs("torch", "replay rebuilds batches with torch", "replay")
-        from losslens.replay import Plan, batch_table, load_lengths, steps_frame
-        from losslens.replay import replay as run_replay
-        from losslens.reporters import replay_view
-
-        lens = load_lengths(lengths, column)
-        if len(lens) * epochs > MAX_REPLAYED:  # each replayed sample costs ~40 bytes per epoch
-            raise UsageError(f"--epochs {epochs} × {len(lens):,} samples = {len(lens) * epochs:,} replayed "
-                             f"samples, over the {MAX_REPLAYED:,} that fit in memory (~8 GB): replay fewer "
-                             "epochs (the statistics settle within a few)")
-        steps = loss = None
-        if log is not None:
-            from losslens.logs import read_log
-
-            data = read_log(log)
-            if "loss" not in data.train.columns:
-                raise UsageError("no loss metric in this log", source=log)
-            steps, loss = data.train["step"].to_numpy(), data.train["loss"].cast(float).to_numpy()
-        plan = Plan(edges, token_budget, max_batch_size, max_seq_len, str(bs_from))
         from rich.progress import Progress
+
+        from losslens.replay.request import run
+        from losslens.reporters import replay_view
 
         with Progress(console=err, transient=True, disable=json or quiet or not err.is_terminal) as bar:
             phases: dict[str, object] = {}
@@ -706,145 +516,32 @@ def replay(
                     phases[phase] = bar.add_task(phase, total=total)
                 bar.update(phases[phase], completed=done)  # type: ignore[arg-type]
 
-            report, eps = run_replay(lens, plan, strategy_name, seed, epochs, grad_accum, world_size,
-                                     str(device), compare, optimize_bounds, steps, loss, step_offset,
-                                     null_seeds, progress)
-        if log is not None and "correlation" in report:
-            from losslens.analysis import analyze as run_analysis
-            from losslens.replay.correlate import attribute
+            result = run(request, progress)
+        if html_out and result.analysed is not None:
+            from losslens.reporters import html
 
-            analysed = run_analysis(data)
-            found = attribute(analysed.findings, report["correlation"])
-            report["findings"] = [f.as_dict() for f in found]
-            if html_out:
-                import dataclasses
-
-                import numpy as np
-
-                from losslens.replay.correlate import step_table
-                from losslens.reporters import html
-
-                _, step_bucket = step_table(eps, grad_accum, world_size)
-                page = html.render(dataclasses.replace(analysed, findings=found), data,
-                                   np.arange(len(step_bucket)) + step_offset, step_bucket,
-                                   report["correlation"])
-                with open(html_out, "w", encoding="utf-8") as f:
-                    f.write(page)
-                if not quiet:
-                    err.print(f"losslens: wrote {html_out}", markup=False)
+            with open(html_out, "w", encoding="utf-8") as f:
+                f.write(html.replay_page(result))
+            if not quiet:
+                err.print(f"losslens: wrote {html_out}", markup=False)
         if out_file or steps_out:
-            table = batch_table(eps, grad_accum, world_size)
+            table = result.batches()
             if out_file:
                 _write_frame(table, out_file)
             if steps_out:
+                from losslens.replay.engine import steps_frame
+
                 _write_frame(steps_frame(table), steps_out)
         if json:
-            import json as jsonlib
+            from losslens.reporters import jsonl
 
-            from losslens.findings import jsonable
-
-            print(jsonlib.dumps(jsonable(report), allow_nan=False))
+            print(jsonl.dumps(result.summary))
         else:
-            out.print(replay_view.render(report))
+            out.print(replay_view.render(result.summary))
 
 
 def _write_frame(frame, path: str) -> None:
     frame.write_parquet(path) if path.endswith(".parquet") else frame.write_csv(path)
-
-
-def _write_pages(results: list[Result], html_out: str | None, plot: str | None, quiet: bool) -> None:
-    """--html / --plot. One log: the page at the path given. Several: one page per log next to
-    it (named after the log) and, at the path given, an index page linking them; said on stderr."""
-    if not results or not (html_out or plot):
-        return
-    several = len(results) > 1
-
-    def name(path: str, source: str) -> str:
-        if not several:
-            return path
-        stem, dot, ext = path.rpartition(".")
-        tag = os.path.basename(source).replace(".", "_")
-        return f"{stem}-{tag}.{ext}" if dot else f"{path}-{tag}"
-
-    written: list[tuple[Report, str]] = []
-    for r in results:
-        assert r.report is not None and r.log is not None
-        if html_out:
-            from losslens.reporters import html
-
-            page = name(html_out, r.report.source)
-            with open(page, "w", encoding="utf-8") as f:
-                f.write(html.render(r.report, r.log))
-            written.append((r.report, page))
-        if plot:
-            from losslens.reporters import png
-
-            png.write(r.report, r.log, name(plot, r.report.source))
-            if not quiet:
-                err.print(f"losslens: wrote {name(plot, r.report.source)}", markup=False)
-    if html_out and several:
-        from losslens.reporters import html
-
-        with open(html_out, "w", encoding="utf-8") as f:
-            f.write(html.index(written, os.path.dirname(os.path.abspath(html_out))))
-    if html_out and not quiet:
-        pages = f" (an index of {len(written)} pages: {', '.join(p for _, p in written)})" if several else ""
-        err.print(f"losslens: wrote {html_out}{pages}", markup=False)
-
-
-def _record_source(path: str) -> bool:
-    from pathlib import Path
-
-    from losslens.logs.runs import is_event_file, is_mlflow_run
-
-    if is_mlflow_run(Path(path)):
-        return True
-    if not os.path.isfile(path):
-        return False
-    if is_event_file(path):
-        return True
-    with open(path, "rb") as f:  # whole JSON documents (trainer_state.json, history dumps)
-        head = f.read(1 << 16)
-    return b'"log_history"' in head or head.lstrip().startswith(b"[{")
-
-
-UNREADABLE_FOR_S = 10.0  # watch: a whole document unreadable this long is an error
-
-
-def _watch_records(path: str, watcher, view, exit_at: Severity | None, interval: float) -> ExitCode:
-    """Event files, MLflow run folders and whole JSON documents (trainer_state.json): re-read when
-    they change, analyse, alert. Runs until a finding at ``exit_at`` or an interrupt."""
-    from pathlib import Path
-
-    from losslens.logs import read_log
-
-    def signature() -> tuple:
-        p = Path(path)
-        files = [p] if p.is_file() else sorted(x for x in (p / "metrics").rglob("*") if x.is_file())
-        return tuple((str(f), f.stat().st_size) for f in files)
-
-    code, last, data, failures = ExitCode.OK, None, None, 0
-    while True:
-        sig = signature()
-        unsettled = any(not a.announced or a.missing for a in watcher.active.values())
-        if sig != last or (unsettled and data is not None):
-            if sig != last:
-                try:
-                    data = read_log(path)
-                except LossLensError:
-                    # Hugging Face rewrites trainer_state.json in place: a read can catch it half
-                    # written. Try again at the next poll; only a file that stays unreadable fails.
-                    failures += 1
-                    if failures * interval >= UNREADABLE_FOR_S:
-                        raise
-                    time.sleep(interval)
-                    continue
-                failures, last = 0, sig
-            code = max(code, view.show(watcher.analyse_log(data), exit_at))
-            if code == ExitCode.FINDINGS:
-                return code
-        _stdout_gone()
-        time.sleep(interval)
 
 
 @app.command()

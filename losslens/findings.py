@@ -43,7 +43,8 @@ class Finding:
     error, ``start_step``/``end_step`` the logged steps it covers, ``summary`` one sentence for a
     person with the numbers that matter, ``evidence`` the kind-specific numbers behind it (see
     docs/findings.md), ``segment`` the restart segment, ``line`` the log's line of the first
-    record it covers (None for record-based logs such as event files)."""
+    record it covers (None for record-based logs such as event files). ``figures``: arrays a page
+draws the finding with (a periodogram), which the JSON report leaves out."""
 
     kind: str
     severity: Severity
@@ -54,6 +55,7 @@ class Finding:
     evidence: dict[str, Any] = field(default_factory=dict)
     segment: int = 0
     line: int | None = None  # the log's line of the record at start_step (text logs only)
+    figures: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "severity": str(self.severity), "metric": self.metric,
@@ -113,7 +115,10 @@ class Report:
                 "lines": dict(self.lines), "steps": dict(self.steps),
                 "eval_records": self.eval_records, "segments": self.segments,
                 "metrics": list(self.metrics), "loss": self.loss,
-                "findings": [f.as_dict() for f in self.findings]}
+                "findings": [f.as_dict() for f in self.findings],
+                "skipped": [{"detector": k.detector, "metric": k.metric, "reason": k.reason}
+                            for k in self.skipped],
+                "notes": list(self.notes)}
 
 
 def jsonable(obj: Any) -> Any:

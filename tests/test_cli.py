@@ -26,7 +26,13 @@ def test_json_report_follows_the_contract() -> None:
     assert len(lines) == 2
     rep = json.loads(lines[0])
     assert list(rep) == ["schema", "source", "format", "lines", "steps", "eval_records",
-                         "segments", "metrics", "loss", "findings"]
+                         "segments", "metrics", "loss", "findings", "skipped", "notes"]
+    assert rep["skipped"] == [  # a check that could not run is said, always, in JSON
+        {"detector": "multimodal", "metric": "loss", "reason": "only 30 points; needs 100"},
+        {"detector": "periodicity", "metric": "loss", "reason": "only 30 points; needs 64"},
+        {"detector": "plateau", "metric": "loss", "reason": "only 30 points; needs 50"},
+        {"detector": "accuracy_drop", "metric": "acc", "reason": "only 30 points; needs 50"}]
+    assert rep["notes"] == []
     assert rep["loss"] == {"column": "loss", "why": "a known loss name"}
     assert rep["findings"][0]["line"] == 11  # the line of step 144's record
     assert rep["schema"] == "losslens.report/1"

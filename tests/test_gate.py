@@ -399,7 +399,7 @@ def test_html_for_several_logs_is_an_index_and_pages(tmp_path: Path) -> None:
 
 
 def test_loss_axis_leaves_out_the_warm_up_and_ticks_are_round() -> None:
-    from losslens.reporters.html import nice_ticks, robust_top, tick_label
+    from losslens.reporters.chart import nice_ticks, robust_top, tick_label
 
     assert nice_ticks(0.8183, 37.23, 4) == [10.0, 20.0, 30.0]
     assert nice_ticks(1.93, 2.07, 4) == [1.95, 2.0, 2.05]

@@ -12,7 +12,7 @@ from losslens.errors import InputError  # noqa: E402
 from losslens.replay import STRATEGIES, Plan, build_epochs, load_lengths, replay  # noqa: E402
 from losslens.replay.bounds import bound_efficiency, optimize_bounds  # noqa: E402
 from losslens.replay.correlate import correlate, step_table  # noqa: E402
-from losslens.replay.stats import max_runs, run_lengths, shuffled_max_runs  # noqa: E402
+from losslens.replay.order import max_runs, run_lengths, shuffled_max_runs  # noqa: E402
 from losslens.replay.strategies import _greedy_sizes, _largest_deficit  # noqa: E402
 from tests.conftest import FIXTURES  # noqa: E402
 
@@ -224,7 +224,7 @@ def test_longest_run_against_random_orders(strategy: str, verdict: str) -> None:
 
 def test_cpu_shuffle_budget(monkeypatch) -> None:
     """On the CPU the longest-run Monte-Carlo shuffles a bounded number of batches (>= 19 shuffles)."""
-    import losslens.replay as rp
+    import losslens.replay.engine as rp
 
     lens = np.load(FIXTURES / "lengths_seed_shape.npy")
     monkeypatch.setattr(rp, "CPU_SHUFFLED", 1260 * 30)  # one epoch has 1,260 batches
@@ -272,7 +272,7 @@ def test_replay_with_log_sets_ladder_cause(tmp_path) -> None:
 
 
 def test_hash_keys_give_permutations_and_are_deterministic() -> None:
-    from losslens.replay.stats import hash_keys
+    from losslens.replay.order import hash_keys
 
     rows = torch.arange(8)
     k1, k2 = hash_keys(3, rows, 1000), hash_keys(3, rows, 1000)

@@ -16,7 +16,7 @@ import pytest
 from losslens import read_log, synth
 from losslens.analysis import analyze
 from losslens.reporters import html, markdown
-from losslens.reporters.html import minmax_downsample
+from losslens.reporters.chart import minmax_downsample
 from tests.conftest import FIXTURES
 
 SEED = FIXTURES / "seed004_dflash.log"
@@ -101,3 +101,26 @@ def test_page_renders_in_headless_chromium(tmp_path: Path, source: str) -> None:
     subprocess.run([CHROMIUM, *flags, "--window-size=1200,900", f"--screenshot={shot}", page.as_uri()],
                    capture_output=True, timeout=120)
     assert shot.exists() and shot.stat().st_size > 10_000
+
+
+def test_the_page_draws_the_periodogram_the_detector_computed() -> None:
+    """A spectral periodicity finding carries its periodogram (left out of the JSON): the page
+    draws it without recomputing, marked at the period found."""
+    import json
+
+    from losslens.logs import from_arrays
+    from losslens.reporters import jsonl
+
+    rng = np.random.default_rng(3)
+    steps = np.arange(2000)
+    loss = 2.0 + 0.3 * np.sin(2 * np.pi * steps / 50) + rng.normal(0, 0.1, len(steps))
+    log = from_arrays(steps, loss=loss)
+    report = analyze(log)
+    found = [f for f in report.findings if f.kind == "periodicity"]
+    assert len(found) == 1 and abs(found[0].evidence["period_steps"] - 50) < 1
+    figure = found[0].figures["periodogram"]
+    assert len(figure["periods"]) == len(figure["power"]) > 100
+    assert abs(figure["periods"][np.argmax(figure["power"])] - 50) < 1  # the peak is the period
+    assert "periodogram" not in json.dumps(json.loads(jsonl.render(report)))
+    page = html.render(report, log)
+    assert "periodogram of de-trended loss" in page and "period ≈ 50" in page

@@ -222,7 +222,7 @@ def test_sniffing_a_long_unrecognised_preamble_is_bounded(monkeypatch) -> None:
     """5,000 lines no reader knows, then records: the format is guessed at 20 lines, again each
     time the pending lines double (or a second later), then kv is assumed at 2,000: every line
     is accounted for, and the sniffer ran a handful of times, not once a line."""
-    import losslens.watch as watch
+    import losslens.watch.watcher as watch
 
     calls = []
     real = watch.sniff
@@ -306,7 +306,7 @@ def test_watch_summary_carries_the_notes(tmp_path: Path) -> None:
 def test_stdin_reader_holds_a_fast_writer_back(monkeypatch) -> None:
     """A parser that falls behind does not grow memory: the reader's queue is bounded, so the
     reader stops reading and the pipe makes the writer wait (back-pressure)."""
-    import losslens.watch as watch
+    import losslens.watch.follower as watch
 
     r, w = os.pipe()
     monkeypatch.setattr(watch.sys, "stdin", type("In", (), {"fileno": staticmethod(lambda: r)})())
@@ -361,7 +361,7 @@ def test_watch_from_the_end_or_the_last_lines_of_a_big_log(tmp_path: Path) -> No
 
 
 def test_a_slow_log_gets_its_format_without_waiting_for_twenty_lines(monkeypatch) -> None:
-    import losslens.watch as watch
+    import losslens.watch.watcher as watch
 
     clock = [100.0]
     monkeypatch.setattr(watch.time, "monotonic", lambda: clock[0])

@@ -183,8 +183,11 @@ class Periodicity(Detector):
                     if abs(line - period) > self.match_tolerance * period else "")
         summary = (f"{series.metric} has a period of ~{period:.4g} steps ({fit.share:.0%} of the "
                    f"de-trended variance{harmonic}, p={p:.2g} above the spectrum's background); {why}")
+        freqs, power, _ = spectrum(grid, window)
+        keep = freqs > 2.0 / n
+        figure = {"periods": spacing / freqs[keep], "power": power[keep]}
         return [Finding(self.name, severity, series.metric, int(steps[0]), int(steps[-1]), summary,
-                        evidence, series.segment)]
+                        evidence, series.segment, figures={"periodogram": figure})]
 
     def _short(self, series: Series, v: np.ndarray, steps: np.ndarray) -> list[Finding]:
         """A pasted log too short for a spectrum (9 to min_points records): the de-trended

@@ -1,150 +1,24 @@
 """Replay: rebuild the batch/bucket sequence a run fed its model, correlate it with the loss,
-compare strategies and choose bucket bounds. torch is imported here only (never at CLI start)."""
+compare strategies and choose bucket bounds.
+
+``run(ReplayRequest(...)) -> ReplayReport`` is the public path. Importing this package loads no
+torch: the request is checked first; the engine (``replay.engine``, torch) loads when a replay
+runs or one of its names is asked for."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Any
 
-import numpy as np
-import torch
+from losslens.replay.request import SCHEMA, ReplayReport, ReplayRequest, parse_bounds, run
 
-from losslens.replay.bounds import bound_efficiency, optimize_bounds
-from losslens.replay.lengths import load_lengths
-from losslens.replay.stats import order_stats, run_lengths, shuffled_max_runs
-from losslens.replay.strategies import EXACTNESS, STRATEGIES, Epoch, Plan, build_epochs
-
-SCHEMA = "losslens.replay/1"
-CPU_SHUFFLED = 10_000_000  # batches shuffled in all for the longest-run Monte-Carlo on a CPU
-
-__all__ = ["EXACTNESS", "SCHEMA", "STRATEGIES", "Epoch", "Plan", "batch_table", "build_epochs",
-           "load_lengths", "pick_device", "replay", "steps_frame"]
+__all__ = ["EXACTNESS", "SCHEMA", "STRATEGIES", "Epoch", "Plan", "ReplayReport", "ReplayRequest",
+           "batch_table", "build_epochs", "load_lengths", "parse_bounds", "pick_device", "replay",
+           "run", "steps_frame"]
 
 
-def pick_device(name: str = "auto") -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        from losslens.errors import UsageError
+def __getattr__(name: str) -> Any:  # the engine's names, loaded (with torch) on first use
+    if name in __all__:
+        from losslens.replay import engine
 
-        raise UsageError("--device cuda: no CUDA device is available here (use auto or cpu)")
-    return torch.device(name)
-
-
-def batch_table(epochs: list[Epoch], grad_accum: int = 1, world_size: int = 1):
-    """Per-batch polars table: epoch, index, step, rank, bucket, samples, lengths, tokens."""
-    import polars as pl
-
-    parts = []
-    start = 0
-    per = max(1, grad_accum * world_size)
-    for e, ep in enumerate(epochs):
-        n = ep.n
-        glob = np.arange(start, start + n)
-        parts.append(pl.DataFrame({
-            "epoch": np.full(n, e), "batch": np.arange(n), "step": glob // per,
-            "rank": glob % max(1, world_size), "bucket": ep.bucket.cpu().numpy(),
-            "samples": ep.size.cpu().numpy(), "max_len": ep.max_len.cpu().numpy(),
-            "mean_len": (ep.tokens.double() / ep.size.double()).cpu().numpy(),
-            "tokens": ep.tokens.cpu().numpy(), "padded_tokens": (ep.size * ep.max_len).cpu().numpy()}))
-        start += n
-    return pl.concat(parts)
-
-
-def steps_frame(batches):
-    """Per optimizer step, from the per-batch table: its batches, the bucket of its longest batch
-    (the bucket the correlation uses), how many buckets it mixes, lengths and tokens."""
-    import polars as pl
-
-    return (batches.group_by("step", maintain_order=True)
-            .agg(pl.col("epoch").first(), pl.len().alias("batches"),
-                 pl.col("bucket").sort_by("max_len", descending=True).first(),
-                 pl.col("bucket").n_unique().alias("distinct_buckets"),
-                 pl.col("samples").sum(), pl.col("max_len").max(),
-                 pl.col("max_len").mean().alias("mean_max_len"),
-                 pl.col("tokens").sum(), pl.col("padded_tokens").sum()))
-
-
-def max_run_null(epochs: list[Epoch], shuffles: int, seed: int) -> dict:
-    """The longest same-bucket run of this batch sequence against the same batches in random
-    orders (Monte-Carlo, all shuffles at once in torch; identical numbers on CPU and CUDA)."""
-    bucket = torch.cat([e.bucket for e in epochs])
-    observed = int(run_lengths(bucket).max()) if bucket.numel() else 0
-    rows = max(1, min(64, 8_000_000 // max(1, bucket.numel())))  # ~64 MB per (rows, n) array
-    null = shuffled_max_runs(bucket, shuffles, seed, chunk=rows)
-    null_f = null.double()
-    return {"shuffles": shuffles, "observed": observed, "mean": round(float(null_f.mean()), 2),
-            "q05": round(float(torch.quantile(null_f, 0.05)), 1),
-            "q95": round(float(torch.quantile(null_f, 0.95)), 1),
-            "p_value": (1 + int((null >= observed).sum())) / (1 + shuffles)}
-
-
-def replay(lengths: np.ndarray, plan: Plan, strategy: str = "bucketed-shuffle", seed: int = 0,
-           epochs: int = 1, grad_accum: int = 1, world_size: int = 1, device: str = "auto",
-           compare: bool = False, optimize: int | None = None, log_steps: np.ndarray | None = None,
-           log_loss: np.ndarray | None = None, step_offset: int = 0, null_seeds: int = 99,
-           progress: Callable[[str, int, int], None] | None = None) -> tuple[dict, list[Epoch]]:
-    """The replay report (JSON-ready, schema losslens.replay/1) and the chosen strategy's epochs.
-    ``progress(phase, done, total)`` is told how far each phase has got (for a progress bar)."""
-    dev = pick_device(device)
-    lens = torch.from_numpy(np.minimum(lengths, plan.max_seq_len)).to(dev)
-    names = list(STRATEGIES) if compare else [strategy]
-    entries, chosen = [], None
-    for i, name in enumerate(names):
-        if progress:
-            progress("replaying strategies", i, len(names))
-        eps = build_epochs(name, lens, plan, seed, epochs)
-        if name == strategy:
-            chosen = eps
-        stats = order_stats(eps, plan, grad_accum, world_size)
-        entries.append({"name": name, "exactness": EXACTNESS[name], **stats})
-        if progress:
-            progress("replaying strategies", i + 1, len(names))
-    report: dict = {"schema": SCHEMA, "samples": int(len(lengths)), "device": str(dev),
-                    "plan": {"bounds": list(plan.bounds), "token_budget": plan.token_budget,
-                             "max_batch_size": plan.max_batch_size, "max_seq_len": plan.max_seq_len,
-                             "bucket_batch_size": plan.bucket_batch_sizes(), "bs_from": plan.bs_from},
-                    "strategy": strategy, "seed": seed, "epochs": epochs, "grad_accum": grad_accum,
-                    "world_size": world_size, "strategies": entries}
-    notes = []
-    if (over := int((lengths > plan.max_seq_len).sum())):
-        notes.append(f"{over:,} samples are longer than --max-seq-len {plan.max_seq_len} and are "
-                     "counted truncated to it")
-    if (alone := int((np.minimum(lengths, plan.max_seq_len) > plan.token_budget).sum())):
-        notes.append(f"{alone:,} samples alone exceed the token budget {plan.token_budget}: each "
-                     "forms a batch of one, over budget")
-    if notes:
-        report["notes"] = notes
-    if chosen is None:
-        chosen = build_epochs(strategy, lens, plan, seed, epochs)
-    if progress:
-        progress("shuffling the batch order (longest run by chance)", 0, 1)
-    n_batches = sum(e.n for e in chosen)
-    # on the CPU, about ten million shuffled batches in all (902K samples x 6 epochs: 29
-    # shuffles, 1.5 s); a GPU does all --null-seeds of them
-    shuffles = null_seeds if dev.type == "cuda" else \
-        min(null_seeds, max(19, CPU_SHUFFLED // max(1, n_batches)))
-    report["max_run_null"] = max_run_null(chosen, shuffles, seed)
-    if progress:
-        progress("shuffling the batch order (longest run by chance)", 1, 1)
-    clipped = np.minimum(lengths, plan.max_seq_len)
-    if optimize:
-        if progress:
-            progress(f"optimising {optimize} bucket bounds", 0, 1)
-        bounds = optimize_bounds(clipped, optimize)
-        better = Plan(tuple(bounds), plan.token_budget, plan.max_batch_size, plan.max_seq_len, plan.bs_from)
-        st = order_stats(build_epochs(strategy, lens, better, seed, 1), better)
-        report["optimized_bounds"] = {
-            "bounds": bounds, "padding_efficiency": round(bound_efficiency(clipped, bounds), 4),
-            "given_padding_efficiency": round(bound_efficiency(clipped, list(plan.bounds)), 4),
-            "bucket_batch_share": st["bucket_batch_share"], "batches_per_epoch": st["batches_per_epoch"],
-            "objective": "padding to each bucket's longest sample (Σℓ / Σ n_k·max_k)"}
-    if log_steps is not None and log_loss is not None:
-        from losslens.replay.correlate import correlate
-
-        def tick(done: int, total: int) -> None:
-            if progress:
-                progress("correlating: replays over null seeds", done, total)
-
-        report["correlation"] = correlate(log_steps, log_loss, strategy, lens, plan, seed, epochs,
-                                          grad_accum, world_size, step_offset, null_seeds, tick=tick)
-    return report, chosen
+        return getattr(engine, name)
+    raise AttributeError(f"module 'losslens.replay' has no attribute {name!r}")

@@ -1,27 +1,36 @@
 """Machine formats that CI systems read: GitHub workflow annotations, JUnit XML, SARIF 2.1.0.
 
-Each takes every log's outcome at once (JUnit and SARIF are one document for the whole run):
-``Outcome(source, report, error)``, with ``report`` None when the log could not be read.
+Each takes every log's result at once (JUnit and SARIF are one document for the whole run); a
+result's ``report`` is None when the log could not be read (its ``error`` says why).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 from xml.sax.saxutils import escape, quoteattr
 
 from losslens import __version__
 from losslens.findings import Finding, Report, Severity, jsonable
+from losslens.reporters.base import Context, Streaming
+
+if TYPE_CHECKING:
+    from losslens.runner import Result
+
+
+class Outcome(Protocol):
+    """A log's result as these formats need it (``runner.Result`` is one)."""
+
+    @property
+    def source(self) -> str: ...
+    @property
+    def report(self) -> Report | None: ...
+    @property
+    def error(self) -> str | None: ...
 
 GITHUB_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
-
-
-@dataclass(frozen=True)
-class Outcome:
-    source: str
-    report: Report | None
-    error: str | None = None
 
 
 def _gh_escape(text: str, prop: bool = False) -> str:
@@ -30,7 +39,7 @@ def _gh_escape(text: str, prop: bool = False) -> str:
     return text.replace(":", "%3A").replace(",", "%2C") if prop else text
 
 
-def github(outcomes: list[Outcome]) -> str:
+def github(outcomes: Sequence[Outcome]) -> str:
     """One `::error file=…,line=…,title=…::summary` line per finding (and per unreadable log)."""
     out = []
     for o in outcomes:
@@ -46,7 +55,7 @@ def github(outcomes: list[Outcome]) -> str:
     return "\n".join(out) + ("\n" if out else "")
 
 
-def junit(outcomes: list[Outcome], kinds: list[str], fail_on: Severity) -> str:
+def junit(outcomes: Sequence[Outcome], kinds: list[str], fail_on: Severity) -> str:
     """One <testsuite> per log, one <testcase> per detector kind: a <failure> when that kind found
     something at or above ``fail_on``, <skipped> when it could not check any series; a log that
     could not be read is one <testcase name="read"> with an <error>."""
@@ -90,7 +99,7 @@ def junit(outcomes: list[Outcome], kinds: list[str], fail_on: Severity) -> str:
             f'failures="{total_fail}" errors="{total_err}">' + "".join(suites) + "</testsuites>\n")
 
 
-def sarif(outcomes: list[Outcome], rules: dict[str, str]) -> str:
+def sarif(outcomes: Sequence[Outcome], rules: dict[str, str]) -> str:
     """SARIF 2.1.0: one rule per finding kind (``rules``: kind → description), one result per
     finding, located at the log's line where the finding starts when the log has lines."""
     results: list[dict] = []
@@ -122,3 +131,36 @@ def sarif(outcomes: list[Outcome], rules: dict[str, str]) -> str:
             "invocations": [{"executionSuccessful": not notifications,
                              "toolExecutionNotifications": notifications}]}]}
     return json.dumps(doc, indent=2, allow_nan=False) + "\n"
+
+
+class GitHub(Streaming):
+    """``--output-format github``: workflow annotations, printed per log as it is done."""
+
+    name = "github"
+
+    def log(self, result: Result, ctx: Context) -> str:
+        return github([result])
+
+
+class JUnit:
+    name = "junit"
+
+    def log(self, result: Result, ctx: Context) -> None:
+        return None
+
+    def close(self, results: list[Result], ctx: Context) -> str:
+        from losslens.detectors import REGISTRY
+
+        return junit(results, [d.name for d in REGISTRY], ctx.fail_on)
+
+
+class Sarif:
+    name = "sarif"
+
+    def log(self, result: Result, ctx: Context) -> None:
+        return None
+
+    def close(self, results: list[Result], ctx: Context) -> str:
+        from losslens.detectors import REGISTRY
+
+        return sarif(results, {d.name: d.title for d in REGISTRY})

@@ -8,82 +8,18 @@ from __future__ import annotations
 
 import html
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from losslens.findings import Report, Severity
+from losslens.reporters.chart import PANELS, fmt, minmax_downsample, nice_ticks, robust_top, tick_label
+
+if TYPE_CHECKING:
+    from losslens.replay.request import ReplayReport
 
 WIDTH, PANEL_H, LEFT, RIGHT, TOP = 1100, 170, 70, 20, 18
 COLORS = {Severity.ERROR: "#d62728", Severity.WARNING: "#ff7f0e", Severity.INFO: "#1f77b4"}
-PANELS = ("loss", "eval_loss", "acc", "lr", "grad_norm", "tokens_per_s", "step_time_s", "q_pre_min",
-          "q_hs_mean")
-
-
-def minmax_downsample(x: np.ndarray, y: np.ndarray, columns: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per pixel column, the first/min/max/last point (in step order): spikes survive."""
-    ok = np.isfinite(y)
-    x, y = x[ok], y[ok]
-    if len(x) <= 4 * columns:
-        return x, y
-    col = ((x - x[0]) / max(1, x[-1] - x[0]) * (columns - 1)).astype(np.int64)
-    edges = np.flatnonzero(np.diff(col)) + 1
-    starts = np.concatenate([[0], edges])
-    ends = np.concatenate([edges, [len(x)]])
-    keep = []
-    for a, b in zip(starts, ends, strict=True):
-        seg = y[a:b]
-        idx = sorted({a, a + int(np.argmin(seg)), a + int(np.argmax(seg)), b - 1})
-        keep.extend(idx)
-    keep_arr = np.asarray(keep)
-    return x[keep_arr], y[keep_arr]
-
-
-def _fmt(v: float) -> str:
-    return f"{v:.4g}"
-
-
-def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
-    """About ``n`` round tick values (1, 2 or 5 × 10^k apart) inside [lo, hi]."""
-    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
-        return [lo]
-    raw = (hi - lo) / max(1, n - 1)
-    mag = 10 ** math.floor(math.log10(raw))
-    step = min((m * mag for m in (1, 2, 5, 10)), key=lambda c: abs(math.log(c / raw)))  # nearest
-    first = math.ceil(lo / step - 1e-9) * step
-    ticks = []
-    v = first
-    while v <= hi + step * 1e-9:
-        ticks.append(round(v, 12))
-        v += step
-    return ticks
-
-
-def tick_label(v: float, ticks: list[float]) -> str:
-    """A tick value with as many decimals as its spacing needs ('0.25', '1500', '2e-05')."""
-    if len(ticks) < 2:
-        return _fmt(v)
-    step = abs(ticks[1] - ticks[0])
-    if not 1e-4 <= step or abs(v) >= 1e6:
-        return f"{v:.3g}"
-    # the fewest decimals that write every tick exactly (0.25 and 0.50, not 0.2 and 0.5)
-    decimals = next((d for d in range(7) if all(abs(round(t, d) - t) < step * 1e-6 for t in ticks)), 6)
-    return f"{v:.{decimals}f}"
-
-
-def robust_top(name: str, y: np.ndarray) -> tuple[float | None, int]:
-    """For the loss: a top for the axis that leaves out a warm-up's first values when they stand
-    far above the rest of the run (they would flatten it to a line); with how many points it
-    clips. (None, 0) when nothing needs clipping."""
-    if name not in ("loss", "eval_loss") or len(y) < 20:
-        return None, 0
-    head = max(1, len(y) // 20)
-    rest_hi = float(np.max(y[head:]))
-    rest_lo = float(np.min(y[head:]))
-    span = rest_hi - rest_lo
-    if span <= 0 or float(np.max(y[:head])) <= rest_hi + 0.5 * span:
-        return None, 0
-    top = rest_hi + 0.05 * span
-    return top, int(np.count_nonzero(y > top))
 
 
 def _panel(name: str, x: np.ndarray, y: np.ndarray, x0: float, x1: float, findings, index: int) -> str:
@@ -122,7 +58,7 @@ def _panel(name: str, x: np.ndarray, y: np.ndarray, x0: float, x1: float, findin
     if log_scale:
         values = [10.0 ** e for e in range(math.ceil(math.log10(lo)), math.floor(math.log10(hi)) + 1)]
         values = values or [lo, hi]
-        labels = [_fmt(v) for v in values]
+        labels = [fmt(v) for v in values]
     else:
         values = nice_ticks(lo, hi, 4)
         labels = [tick_label(v, values) for v in values]
@@ -152,22 +88,11 @@ def _axis(x0: float, x1: float) -> str:
            f'text-anchor="end" class="tick">step</text></svg>'
 
 
-def _periodogram(log, finding) -> str:
-    from losslens.analysis import series_of
-    from losslens.detectors.periodicity import default_window, spectrum
-    from losslens.detectors.stats import regular_grid
-
-    found = series_of(log, finding.metric)
-    if not found:
+def _periodogram(finding) -> str:
+    figure = finding.figures.get("periodogram")
+    if figure is None or len(figure["periods"]) < 2:
         return ""
-    s = found[0]
-    ok = np.isfinite(s.values)
-    grid, spacing = regular_grid(s.steps[ok], s.values[ok])
-    freqs, power, _ = spectrum(grid, default_window(len(grid)))
-    keep = freqs > 2.0 / len(grid)
-    periods, power = spacing / freqs[keep], power[keep]
-    if len(periods) < 2:
-        return ""
+    periods, power = figure["periods"], figure["power"]
     w, h = WIDTH // 2 - 10, 200
     lx = np.log(periods)
     px = (lx - lx.min()) / (np.ptp(lx) or 1) * (w - 60) + 50
@@ -198,7 +123,7 @@ def _histogram(log, finding) -> str:
     for m in finding.evidence.get("modes", []):
         x = 50 + (m - edges[0]) / (edges[-1] - edges[0] or 1) * (w - 60)
         lines += (f'<line x1="{x:.1f}" x2="{x:.1f}" y1="20" y2="{h - 25}" stroke="#d62728" '
-                  f'stroke-dasharray="4"/><text x="{x + 3:.1f}" y="30" class="tick">{_fmt(m)}</text>')
+                  f'stroke-dasharray="4"/><text x="{x + 3:.1f}" y="30" class="tick">{fmt(m)}</text>')
     return (f'<svg width="{w}" height="{h}" class="small"><text x="50" y="14" class="label">histogram of '
             f'{html.escape(finding.metric)} with the bands found</text>{bars}{lines}</svg>')
 
@@ -222,7 +147,7 @@ def _bucket_levels(corr: dict) -> str:
                  f'height="{abs(v - base) * scale:.1f}" fill="{BUCKET_COLORS[k % len(BUCKET_COLORS)]}"/>'
                  f'<text x="{x + bw / 2:.1f}" y="{h - 8}" class="tick" text-anchor="middle">{k}</text>'
                  f'<text x="{x + bw / 2:.1f}" y="{label_y:.1f}" '
-                 f'class="tick" text-anchor="middle">{f"×{v:.2f}" if ratio else _fmt(v)}</text>')
+                 f'class="tick" text-anchor="middle">{f"×{v:.2f}" if ratio else fmt(v)}</text>')
     title = (f'loss {html.escape(corr.get("loss_level_is", ""))} by replayed bucket '
              f'(ρ={corr["rho"]:+.2f}, p={corr["p_value"]:.2g})')
     return (f'<svg width="{w}" height="{h}" class="small"><text x="50" y="14" class="label">{title}</text>'
@@ -348,7 +273,7 @@ def render(report: Report, log, replay_steps: np.ndarray | None = None,
     extra = []
     for f in report.findings:
         if f.kind == "periodicity" and f.evidence.get("share_of_variance") is not None:
-            extra.append(_periodogram(log, f))
+            extra.append(_periodogram(f))
         if f.kind == "multimodal":
             extra.append(_histogram(log, f))
     if correlation and correlation.get("rho") is not None:
@@ -362,3 +287,11 @@ def render(report: Report, log, replay_steps: np.ndarray | None = None,
             f'<div class="hint">wheel: zoom all charts on the step axis · drag: pan · double-click: reset · '
             f'shaded: findings (hover for the summary)</div>{"".join(panels)}{_axis(x0, x1)}{flat}'
             f'<div class="row">{"".join(extra)}</div><script>{JS}</script></body></html>')
+
+
+def replay_page(result: ReplayReport) -> str:
+    """``replay --log --html``: the log's post-mortem page with the replayed bucket of each step
+    under the loss and the loss level per bucket."""
+    assert result.analysed is not None and result.data is not None and result.step_bucket is not None
+    steps = np.arange(len(result.step_bucket)) + result.request.step_offset
+    return render(result.analysed, result.data, steps, result.step_bucket, result.summary["correlation"])

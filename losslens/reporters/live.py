@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json as jsonlib
 import sys
 from typing import Any
 
@@ -11,10 +10,10 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from losslens.findings import ExitCode, Severity
+from losslens.reporters.jsonl import dumps
 from losslens.reporters.text import STYLE, bar, where
 from losslens.reporters.text import cells as _cells
-from losslens.watch import Event, Watcher
+from losslens.watch.watcher import Event, Watcher
 
 
 def sparkline(values: list[float], width: int = 60) -> str:
@@ -33,29 +32,22 @@ class View:
         self.err = err
         self.quiet = quiet
         self.events = 0
-        self.worst: Severity | None = None  # the worst severity announced (appeared or changed)
         self.live: Live | None = None
         self.noted = 0  # the watcher's notes shown so far
         if not json and console.is_terminal:
             self.live = Live(self._render(), console=console, refresh_per_second=4, transient=False)
             self.live.start()
 
-    def show(self, events: list[Event], exit_on: Severity | None) -> ExitCode:
-        code = ExitCode.OK
+    def show(self, events: list[Event]) -> None:
         for ev in events:
             self.events += 1
             if self.json:
-                print(jsonlib.dumps(ev.as_dict(self.w.source, self.w.acc), allow_nan=False), flush=True)
+                print(dumps(ev.as_dict(self.w.source, self.w.acc)), flush=True)
             elif self.live is None:
                 f = ev.finding
                 print(f"{ev.event.upper()} {where(self.w.source, f)}: {f.severity} "
                       f"{f.kind} [{f.metric}] {f.summary}", flush=True)
-            if ev.event in ("appeared", "changed"):
-                self.worst = max(self.worst or ev.finding.severity, ev.finding.severity)
-                if exit_on is not None and ev.finding.severity >= exit_on:
-                    code = ExitCode.FINDINGS
         self.refresh()
-        return code
 
     def notes(self) -> None:
         """New notes on following the file (a rotation, a truncation, a possible loss), on stderr."""
@@ -101,7 +93,7 @@ class View:
         acc = self.w.acc
         active = self.w.announced()
         if self.json:
-            print(jsonlib.dumps({"event": "summary", "source": self.w.source,
+            print(dumps({"event": "summary", "source": self.w.source,
                                  "format": self.w.format.name if self.w.format else None,
                                  "interrupted": interrupted, "lines": acc.as_dict(),
                                  "skipped": dict(acc.skipped), "events": self.events,

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from losslens.findings import Report
+from losslens.reporters.base import Context, Streaming
+
+if TYPE_CHECKING:
+    from losslens.runner import Result
 
 
 def render(report: Report) -> str:
@@ -20,3 +26,12 @@ def render(report: Report) -> str:
                 for f in report.findings]
         out += [""] + [f"- **{f.kind}** ({f.severity}): {f.summary}" for f in report.findings]
     return "\n".join(out) + "\n"
+
+
+class Markdown(Streaming):
+    """``analyze --markdown``: the short summary per log read."""
+
+    name = "markdown"
+
+    def log(self, result: Result, ctx: Context) -> str | None:
+        return None if result.report is None else render(result.report)

@@ -6,7 +6,7 @@ import numpy as np
 
 from losslens.errors import UsageError
 from losslens.findings import Report, Severity
-from losslens.reporters.html import PANELS, minmax_downsample
+from losslens.reporters.chart import PANELS, minmax_downsample
 
 COLORS = {Severity.ERROR: "#d62728", Severity.WARNING: "#ff7f0e", Severity.INFO: "#1f77b4"}
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -9,6 +11,10 @@ from rich.text import Text
 
 from losslens.findings import Finding, Report, Severity
 from losslens.logs import LogData
+from losslens.reporters.base import Context, Streaming
+
+if TYPE_CHECKING:
+    from losslens.runner import Result
 
 STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
@@ -129,7 +135,7 @@ def loss_sparkline(report: Report, log: LogData, columns: int = 80) -> Renderabl
         return None
     label = f"  {float(finite.min()):.4g}–{float(finite.max()):.4g}"
     width = max(10, min(160, columns - len("loss ") - len(label)))
-    from losslens.reporters.html import minmax_downsample
+    from losslens.reporters.chart import minmax_downsample
 
     steps = log.train["step"].to_numpy().astype(float)
     loss = log.train["loss"].cast(float).to_numpy()
@@ -206,3 +212,18 @@ def summary_table(rows: list[tuple[str, int | None, Severity | None, str]]) -> R
         table.add_row(*cells(source, "—" if n is None else str(n), "—" if worst is None else str(worst),
                       Text(result, style="bold red" if result != "ok" else "green")))
     return table
+
+
+class TextReporter(Streaming):
+    """The terminal: ``analyze`` shows what was read and the findings with a loss sparkline;
+    ``check`` one line per finding (``file:LINE: steps A–B: severity kind [metric] summary``)."""
+
+    name = "text"
+
+    def log(self, result: Result, ctx: Context) -> RenderableType | str | None:
+        if result.report is None or result.log is None:
+            return None
+        if ctx.command == "check":
+            lines = check_lines(result.report, ctx.show_all)
+            return "\n".join(lines) + "\n" if lines else None
+        return analyze_view(result.report, result.log, ctx.width, ctx.show_all, ctx.verbose)

@@ -1,0 +1,149 @@
+"""What a replay is asked (``ReplayRequest``, checked before anything heavy loads) and what it
+answers (``ReplayReport``); ``run`` goes from one to the other. torch is imported by ``run`` only,
+after the request has been found sound: a bad option costs one line, not a torch import."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from losslens.errors import UsageError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from losslens.findings import Finding, Report
+    from losslens.logs import LogData
+
+SCHEMA = "losslens.replay/1"
+SEED_BOUNDS = (0, 770, 1216, 1728, 2432, 3296, 8193)  # the seed incident's buckets
+MAX_REPLAYED = 200_000_000  # samples × epochs
+MAX_OPTIMIZED_BUCKETS = 64  # the bound search is O(K · distinct lengths²)
+Progress = Callable[[str, int, int], None]
+
+
+def parse_bounds(text: str) -> tuple[int, ...]:
+    """``--bounds 0,770,8193`` → (0, 770, 8193)."""
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise UsageError(f"--bounds must be comma-separated integers, got {text!r}") from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayRequest:
+    """A replay: the lengths, the batching plan and strategy, what to compare or correlate.
+    Every field is checked when the request is made (a UsageError naming the option)."""
+
+    lengths: str
+    column: str = "seq_len"
+    bounds: tuple[int, ...] = SEED_BOUNDS
+    token_budget: int = 49152
+    max_batch_size: int = 64
+    max_seq_len: int = 8192
+    bs_from: str = "bound"
+    strategy: str = "bucketed-shuffle"
+    seed: int = 0
+    epochs: int = 1
+    grad_accum: int = 1
+    world_size: int = 1
+    log: str | None = None
+    step_offset: int = 0
+    null_seeds: int = 99
+    compare: bool = False
+    optimize_bounds: int | None = None
+    device: str = "auto"
+    page: bool = False  # the post-mortem page's data (needs log)
+
+    def __post_init__(self) -> None:
+        b = self.bounds
+        if len(b) < 2 or any(y <= x for x, y in zip(b, b[1:], strict=False)):
+            raise UsageError(f"--bounds must increase: {','.join(map(str, b))}")
+        if b[-1] <= self.max_seq_len:
+            raise UsageError(f"the last bound ({b[-1]}) must exceed --max-seq-len ({self.max_seq_len}): "
+                             "bounds are exclusive")
+        if not 0 <= self.seed < 1 << 63:
+            raise UsageError(f"--seed takes 0 to 2**63-1, got {self.seed}")
+        counts = {"--max-seq-len": self.max_seq_len, "--token-budget": self.token_budget,
+                  "--max-batch-size": self.max_batch_size, "--epochs": self.epochs,
+                  "--grad-accum": self.grad_accum, "--world-size": self.world_size,
+                  "--null-seeds": self.null_seeds}
+        for option, value in counts.items():
+            if value < 1:
+                raise UsageError(f"{option} must be >= 1, got {value}")
+        k = self.optimize_bounds
+        if k is not None and not 1 <= k <= MAX_OPTIMIZED_BUCKETS:
+            raise UsageError(f"--optimize-bounds K takes 1 to {MAX_OPTIMIZED_BUCKETS} buckets, got {k}")
+        if self.page and self.log is None:
+            raise UsageError("--html needs --log (the page shows the replay under the log's loss)")
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    """The answer: ``summary`` is the JSON report (schema losslens.replay/1, with the log's
+    findings attributed to bucket runs when a log was given); ``epochs`` the chosen strategy's
+    batches (for the per-batch and per-step tables); with a log, its data, its analysis and the
+    replayed bucket of each logged step (for the page)."""
+
+    request: ReplayRequest
+    summary: dict[str, Any]
+    epochs: list[Any] = field(repr=False)
+    data: LogData | None = field(default=None, repr=False)
+    analysed: Report | None = None
+    step_bucket: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def findings(self) -> list[Finding]:
+        return list(self.analysed.findings) if self.analysed is not None else []
+
+    def batches(self):
+        """Per-batch polars table: epoch, batch, step, rank, bucket, samples, lengths, tokens."""
+        from losslens.replay.engine import batch_table
+
+        return batch_table(self.epochs, self.request.grad_accum, self.request.world_size)
+
+    def steps(self):
+        """Per-optimizer-step polars table (see ``engine.steps_frame``)."""
+        from losslens.replay.engine import steps_frame
+
+        return steps_frame(self.batches())
+
+
+def run(request: ReplayRequest, progress: Progress | None = None) -> ReplayReport:
+    """Replay ``request``: rebuild the batches, compare or optimise when asked, and with a log,
+    correlate its loss with the replayed composition and attribute its findings."""
+    import dataclasses
+
+    from losslens.replay.engine import Plan, load_lengths, replay
+
+    r = request
+    lens = load_lengths(r.lengths, r.column)
+    if len(lens) * r.epochs > MAX_REPLAYED:  # each replayed sample costs ~40 bytes per epoch
+        raise UsageError(f"--epochs {r.epochs} × {len(lens):,} samples = {len(lens) * r.epochs:,} replayed "
+                         f"samples, over the {MAX_REPLAYED:,} that fit in memory (~8 GB): replay fewer "
+                         "epochs (the statistics settle within a few)")
+    data = steps = loss = None
+    if r.log is not None:
+        from losslens.logs import read_log
+
+        data = read_log(r.log)
+        if "loss" not in data.train.columns:
+            raise UsageError("no loss metric in this log", source=r.log)
+        steps, loss = data.train["step"].to_numpy(), data.train["loss"].cast(float).to_numpy()
+    plan = Plan(r.bounds, r.token_budget, r.max_batch_size, r.max_seq_len, r.bs_from)
+    summary, eps = replay(lens, plan, r.strategy, r.seed, r.epochs, r.grad_accum, r.world_size,
+                          r.device, r.compare, r.optimize_bounds, steps, loss, r.step_offset,
+                          r.null_seeds, progress)
+    analysed = step_bucket = None
+    if data is not None and "correlation" in summary:
+        from losslens.analysis import analyze
+        from losslens.replay.correlate import attribute, step_table
+
+        report = analyze(data)
+        found = attribute(report.findings, summary["correlation"])
+        summary["findings"] = [f.as_dict() for f in found]
+        analysed = dataclasses.replace(report, findings=found)
+        if r.page:
+            step_bucket = step_table(eps, r.grad_accum, r.world_size)[1]
+    return ReplayReport(r, summary, eps, data, analysed, step_bucket)

@@ -1,0 +1,125 @@
+"""The logs a command names, read and analysed: ``Options`` (settings and the options that shape
+reading and analysis, checked when made) and ``results``, one ``Result`` per log found."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from losslens.errors import LossLensError, UsageError
+from losslens.findings import ExitCode, Severity
+
+if TYPE_CHECKING:
+    from losslens.discover import Walk
+    from losslens.findings import Report
+    from losslens.logs import LogData
+
+
+@dataclass(frozen=True)
+class Options:
+    """What every log command shares: settings and the options that shape reading and analysis."""
+
+    settings: Any
+    fmt: str
+    ignore: frozenset[str]
+    metrics: tuple[str, ...]
+    quiet: bool = False
+    verbose: bool = False
+    skip_unreadable: bool = False
+
+    @classmethod
+    def make(cls, config: str | None, fmt: str | None, ignore: str | None, metric: list[str] | None,
+             quiet: bool = False, verbose: bool = False, skip_unreadable: bool = False) -> Options:
+        """From the command's options; the settings file fills what they leave out."""
+        from losslens.config import load
+        from losslens.logs.registry import check_format
+
+        settings = load(config)
+        if quiet and verbose:
+            raise UsageError("--quiet and --verbose disagree: pass one")
+        fmt = fmt if fmt is not None else settings.format
+        check_format(fmt)
+        return cls(settings, fmt, ignore_kinds(ignore, settings), tuple(metric or settings.metric),
+                   quiet, verbose, skip_unreadable)
+
+    @property
+    def format(self) -> str | None:
+        """The format forced, None for 'auto'."""
+        return None if self.fmt == "auto" else self.fmt
+
+
+def ignore_kinds(value: str | None, settings: Any) -> frozenset[str]:
+    """``--ignore spike,plateau`` (else the settings' ``ignore``), each a known finding kind."""
+    from losslens.detectors import REGISTRY
+
+    given = settings.ignore if value is None else value.split(",")
+    kinds = frozenset(k.strip() for k in given if k.strip())
+    known = {d.name for d in REGISTRY}
+    unknown = sorted(kinds - known)
+    if unknown:
+        raise UsageError(f"unknown finding kind(s) for --ignore: {', '.join(unknown)} "
+                         f"(known: {', '.join(sorted(known))})")
+    return kinds
+
+
+@dataclass(frozen=True)
+class Result:
+    """One log: its data and report, or why it could not be read (``error``); ``skipped`` when
+    --skip-unreadable passed over it; ``explicit`` when it was named, not found by a walk."""
+
+    source: str
+    log: LogData | None
+    report: Report | None
+    error: str | None = None
+    skipped: bool = False
+    explicit: bool = True
+
+
+def walk(logs: list[str]) -> Walk:
+    """The logs that files, globs and run folders name, and the files passed over (and why)."""
+    from losslens.discover import expand
+
+    return expand(logs)
+
+
+def results(found: Walk, options: Options, names: list[str]) -> Iterator[Result]:
+    """Each log of the walk read and analysed in turn. A log that cannot be read is a Result with
+    its error (``skipped`` with --skip-unreadable); a walk that finds no log, or none that could be
+    read, is a UsageError."""
+    from losslens.analysis import analyze_log
+    from losslens.logs import read_log
+
+    if not found.targets:
+        passed = (f" ({len(found.ignored)} file(s) passed over as not logs; --verbose lists them)"
+                  if found.ignored else "")
+        raise UsageError(f"no log files found in {', '.join(names)}{passed}")
+    registry, read = options.settings.registry(), 0
+    for t in found.targets:
+        try:
+            log, report = analyze_log(read_log(t.path, options.format), registry, options.ignore,
+                                      options.metrics)
+        except LossLensError as exc:
+            skipped = options.skip_unreadable
+            read += not skipped
+            yield Result(t.path, None, None, str(exc), skipped, t.explicit)
+            continue
+        read += 1
+        yield Result(t.path, log, report)
+    if read == 0:
+        raise UsageError(f"no log could be read in {', '.join(names)}")
+
+
+def gate(result: Result, fail_on: Severity, forced_metrics: bool = False) -> tuple[ExitCode, str | None]:
+    """``check``'s exit code for one log, and why it is an error when that is not plain: a log
+    that could not be read is 2; one whose loss could not be identified (and no --metric named
+    it) is 2 with the no-loss finding's summary, unless a finding fails it anyway (a NaN grad
+    norm found without a loss: 1); else 1 when a finding is at or above ``fail_on``."""
+    report = result.report
+    if report is None:
+        return ExitCode.ERROR, None
+    code = report.exit_code(fail_on)
+    if report.loss is None and not forced_metrics:
+        why = next(f.summary for f in report.findings if f.kind == "no_loss_metric")
+        return (code if code == ExitCode.FINDINGS else ExitCode.ERROR), f"{report.source}: {why}"
+    return code, None
