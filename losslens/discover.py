@@ -56,7 +56,7 @@ def expand(paths: list[str]) -> Walk:
 
 def _is_run_folder(folder: Path) -> bool:
     """An MLflow run or a W&B offline run: one log made of many files."""
-    from losslens.logs.runs import is_mlflow_run
+    from losslens.logs.formats.mlflow import is_mlflow_run
 
     return is_mlflow_run(folder) or any(folder.glob("*.wandb"))
 

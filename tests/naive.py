@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from losslens.logs.base import read_lines
+from losslens.logs.formats.kv import KeyValue
 from losslens.logs.frame import LogData, assemble
-from losslens.logs.kv import KeyValue
-from losslens.logs.records import Accounting, Sink
+from losslens.logs.sink import Accounting, Sink
 from losslens.logs.source import open_source
 
 

@@ -76,3 +76,80 @@ def test_the_cli_names_match_the_registries() -> None:
 
     assert set(cli.FORMAT_NAMES) == {"auto", *BY_NAME}
     assert set(cli.STRATEGY_NAMES) == set(STRATEGIES)
+
+
+class Tally:
+    """A toy reporter: a count per log as it is done, a total at the end."""
+
+    name = "tally"
+
+    def log(self, result, ctx) -> str | None:
+        return None if result.report is None else f"{result.source}: {len(result.report.findings)}\n"
+
+    def close(self, results, ctx) -> str:
+        return f"{sum(len(r.report.findings) for r in results if r.report)} in {len(results)} log(s)\n"
+
+
+def test_a_toy_reporter_is_its_own_code_plus_a_registry_line(monkeypatch) -> None:
+    from losslens import runner
+    from losslens.reporters import registry
+    from losslens.reporters.base import Context
+    from tests.conftest import FIXTURES
+
+    monkeypatch.setitem(registry.REPORTERS, "tally", Tally())  # the registry line
+    options = runner.Options.make(None, None, None, None)
+    seed = str(FIXTURES / "seed004_dflash.log")
+    results = list(runner.results(runner.walk([seed]), options, [seed]))
+    reporter, ctx = registry.REPORTERS["tally"], Context("check")
+    assert reporter.log(results[0], ctx) == f"{seed}: 1\n"
+    assert reporter.close(results, ctx) == "1 in 1 log(s)\n"
+
+
+def test_the_output_formats_match_the_reporters() -> None:
+    from losslens.reporters.registry import REPORTERS
+
+    assert {f.value for f in cli.OutputFormat} | {"markdown"} == set(REPORTERS)
+
+
+LAYERS = ["errors", "findings", "progress", "logs", "detectors", "analysis", "config", "discover",
+          "runner", "synth", "replay", "watch", "reporters", "cli"]
+LOWER = {"findings": {"errors"}, "logs": {"errors", "findings", "progress"},
+         "detectors": {"errors", "findings", "logs"},
+         "analysis": {"errors", "findings", "logs", "detectors", "progress"}}
+
+
+def test_imports_run_downwards() -> None:
+    """The layers in docs/architecture.md: logs/ never imports detectors/ or above, detectors/
+    never the analysis or above, the analysis never a runner, watch, replay or reporter. (A
+    Report shows itself in a notebook through the page's head: that one import, inside
+    ``_repr_html_``, is made when Jupyter asks, not when findings load.)"""
+    import ast
+
+    root = Path(cli.__file__).parent
+    wrong = []
+    for path in root.rglob("*.py"):
+        part = path.relative_to(root).parts[0].removesuffix(".py")
+        if part not in LOWER:
+            continue
+        tree = ast.parse(path.read_text())
+        display = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
+                   and f.name == "_repr_html_" for n in ast.walk(f)}
+        for node in ast.walk(tree):
+            if id(node) in display or not isinstance(node, ast.ImportFrom):
+                continue
+            if (node.module or "").startswith("losslens."):
+                target = node.module.split(".")[1]
+                if target != part and target not in LOWER[part]:
+                    wrong.append(f"{path.relative_to(root)} imports losslens.{target}")
+    assert wrong == []
+
+
+def test_light_imports_stay_light() -> None:
+    """`losslens --help` loads no polars, numpy or reader; `import losslens.replay` no torch."""
+    import subprocess
+    import sys
+
+    code = ("import sys, losslens.cli, losslens.replay; "
+            "print(sorted(m for m in ('polars', 'numpy', 'torch', 'losslens.logs') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

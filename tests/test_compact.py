@@ -11,7 +11,7 @@ import pytest
 
 from losslens import read_log, synth
 from losslens.analysis import analyze, series_of
-from losslens.logs import records
+from losslens.logs import sink
 from losslens.logs.compact import NARROW_NOTE, Compactor, narrow, widen
 from tests.conftest import reallog
 
@@ -64,7 +64,7 @@ def _kv_log(tmp_path, n: int = 4000):
 def test_a_large_log_reads_compact_and_analyses_the_same(tmp_path, monkeypatch) -> None:
     path = _kv_log(tmp_path)
     full = read_log(path)
-    monkeypatch.setattr(records, "COMPACT_RECORDS", 1000)
+    monkeypatch.setattr(sink, "COMPACT_RECORDS", 1000)
     small = read_log(path)
     assert small.lists == ("q_pre",) and "q_pre" not in small.train.columns
     assert small.train.schema["loss"] == pl.Float32 and small.train.schema["lr"] == pl.Float32

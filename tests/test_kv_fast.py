@@ -9,7 +9,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from losslens import read_log, synth
-from losslens.logs import kv_fast
+from losslens.logs.formats.kv import columns as kv_fast
 from tests.conftest import FIXTURES
 from tests.naive import read_kv_per_line
 

@@ -55,8 +55,8 @@ def test_hf_dict_with_bare_nan_was_read_as_healthy(tmp_path: Path) -> None:
 
 
 def test_percent_spelling_and_strings_stay_strings() -> None:
+    from losslens.logs.formats.huggingface import python_dict
     from losslens.logs.names import parse_number
-    from losslens.logs.structured import python_dict
 
     assert str(parse_number("nan%")) == "nan" and parse_number("-Infinity") == float("-inf")
     assert python_dict("{'loss': nan, 'note': 'nan: not a number', 'x': [1, inf]}") == \

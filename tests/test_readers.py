@@ -260,15 +260,15 @@ def test_every_redraw_of_a_bar_is_read_and_a_short_file_sniffs_whole(tmp_path) -
                                   "olmo_console.log", "hf_stdout.log"])
 def test_compacted_records_give_the_same_frames(monkeypatch, name: str) -> None:
     """Per-line readers turn records into frames as they go (memory); the frames are the same."""
-    from losslens.logs import records, source
+    from losslens.logs import sink, source
 
     whole = read_log(FIXTURES / name)
-    monkeypatch.setattr(records, "COMPACT_AT", 1)  # and chunks of a few lines, to compact often
+    monkeypatch.setattr(sink, "COMPACT_AT", 1)  # and chunks of a few lines, to compact often
     monkeypatch.setattr(source, "HEAD_BYTES", 700)
     monkeypatch.setattr(source.Source.chunks, "__defaults__", (300, source.MAX_LINE))
     compacted = []
-    real = records.Sink.compact
-    monkeypatch.setattr(records.Sink, "compact", lambda self: (compacted.append(len(self.train)), real(self)))
+    real = sink.Sink.compact
+    monkeypatch.setattr(sink.Sink, "compact", lambda self: (compacted.append(len(self.train)), real(self)))
     small = read_log(FIXTURES / name)
     # (hf's parser revisits its records: it is never compacted)
     assert (sum(n >= 1 for n in compacted) >= 1) == (name != "hf_stdout.log")

@@ -6,7 +6,7 @@ import re
 from abc import ABC, abstractmethod
 from datetime import datetime
 
-from losslens.logs.records import Accounting, Sink, feed_line
+from losslens.logs.sink import Accounting, Sink, feed_line
 from losslens.logs.source import Source, decode_lines
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -62,6 +62,11 @@ def _iso(text: str) -> datetime | None:
 def leading_time(line: str) -> datetime | None:
     m = TIMESTAMP.match(line)
     return _iso(m.group(1)) if m else None
+
+
+def count_matching(patterns: tuple[re.Pattern[str], ...], lines: list[str]) -> int:
+    """How many of ``lines`` one of ``patterns`` finds (a format's sniff score)."""
+    return sum(1 for line in lines if any(p.search(line) for p in patterns))
 
 
 class LineParser(ABC):

@@ -16,7 +16,7 @@ import polars as pl
 
 from losslens.errors import FormatError
 from losslens.logs.compact import NARROW_NOTE, normalised
-from losslens.logs.records import Accounting, Sink
+from losslens.logs.sink import Accounting, Sink
 
 META_COLUMNS = ("step", "line", "time", "segment")
 

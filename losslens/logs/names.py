@@ -86,6 +86,7 @@ def is_training_metric(name: str) -> bool:
 NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 # how programs print a non-finite float: nan, -nan (C's printf), NaN, inf, -inf, Infinity
 NONFINITE = r"[-+]?(?i:nan|inf(?:inity)?)"
+NUMERIC = rf"(?:{NUMBER}|{NONFINITE})"  # a number or a non-finite spelling
 _WITH_UNIT = re.compile(rf"^({NUMBER})\s*([A-Za-z%/()]+)$")
 _NONFINITE = {"nan": math.nan, "+nan": math.nan, "-nan": math.nan, "inf": math.inf,
               "+inf": math.inf, "-inf": -math.inf, "infinity": math.inf, "-infinity": -math.inf,

@@ -7,8 +7,8 @@ import os
 from losslens.errors import FormatError, InputError
 from losslens.logs.base import RANK_PREFIX, Format, strip_prefixes
 from losslens.logs.frame import LogData, Segment, assemble, from_arrays
-from losslens.logs.records import Accounting, Sink
 from losslens.logs.registry import BY_NAME, FORMATS, check_format
+from losslens.logs.sink import Accounting, Sink
 from losslens.logs.source import Source, decode_lines, open_source
 
 __all__ = ["LogData", "Segment", "from_arrays", "read_log", "sniff", "strips"]
@@ -66,15 +66,15 @@ def _read_run(path: str, format: str | None) -> LogData | None:
     """Folders (MLflow runs, W&B offline runs) and TensorBoard event files; None for the rest."""
     from pathlib import Path
 
-    from losslens.logs import runs
+    from losslens.logs.formats import mlflow, tensorboard, wandb
 
     p = Path(path)
     sink, acc = Sink(), Accounting()
     if path != "-" and p.is_dir():
-        if runs.is_mlflow_run(p):
-            runs.read_mlflow_run(p, sink, acc)
+        if mlflow.is_mlflow_run(p):
+            mlflow.read_mlflow_run(p, sink, acc)
             return assemble(path, "mlflow", sink, acc)
-        offline = runs.wandb_offline(p)
+        offline = wandb.wandb_offline(p)
         if offline is not None and not offline.endswith(".jsonl"):
             raise InputError(offline, source=path)
         if offline is not None:
@@ -82,8 +82,8 @@ def _read_run(path: str, format: str | None) -> LogData | None:
         raise InputError("is a directory: `losslens analyze DIR` or `check DIR` read the logs inside",
                          source=path)
     if path != "-" and p.is_file() and (format == "tensorboard" or (format in (None, "auto")
-                                                                     and runs.is_event_file(path))):
-        runs.read_event_file(path, sink, acc)
+                                                                     and tensorboard.is_event_file(path))):
+        tensorboard.read_event_file(path, sink, acc)
         return assemble(path, "tensorboard", sink, acc)
     return None
 

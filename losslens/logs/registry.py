@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from losslens.errors import UsageError
 from losslens.logs.base import Format
-from losslens.logs.colon import Colon
-from losslens.logs.console import Fairseq, Lightning, Megatron, ModdedNanoGPT, NanoGPT, TorchTitan
-from losslens.logs.kv import KeyValue, Olmo
-from losslens.logs.structured import (
-    Csv,
-    HFStdout,
-    JsonLines,
-    JsonRecords,
-    MlflowMetric,
-    TensorBoard,
-    TrainerState,
-)
+from losslens.logs.formats.colon import Colon
+from losslens.logs.formats.csvlog import Csv
+from losslens.logs.formats.fairseq import Fairseq
+from losslens.logs.formats.huggingface import HFStdout, TrainerState
+from losslens.logs.formats.jsonl import JsonLines, JsonRecords
+from losslens.logs.formats.kv import KeyValue
+from losslens.logs.formats.lightning import Lightning
+from losslens.logs.formats.megatron import Megatron
+from losslens.logs.formats.mlflow import MlflowMetric
+from losslens.logs.formats.nanogpt import ModdedNanoGPT, NanoGPT
+from losslens.logs.formats.olmo import Olmo
+from losslens.logs.formats.tensorboard import TensorBoard
+from losslens.logs.formats.torchtitan import TorchTitan
 
 FORMATS: tuple[Format, ...] = (
     TrainerState(),

@@ -14,8 +14,9 @@ from pathlib import Path
 from losslens.errors import LossLensError, UsageError
 from losslens.findings import ExitCode, Severity
 from losslens.logs import read_log
+from losslens.logs.formats.mlflow import is_mlflow_run
+from losslens.logs.formats.tensorboard import is_event_file
 from losslens.logs.registry import BY_NAME
-from losslens.logs.runs import is_event_file, is_mlflow_run
 from losslens.logs.source import decode_lines
 from losslens.watch.follower import lines_from
 from losslens.watch.watcher import Event, Watcher

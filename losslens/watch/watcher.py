@@ -20,12 +20,13 @@ import polars as pl
 from losslens.analysis import analyze
 from losslens.errors import LossLensError
 from losslens.findings import Finding, Report, Severity
-from losslens.logs import BY_NAME, kv_fast, sniff
+from losslens.logs import BY_NAME, sniff
 from losslens.logs.base import RANK_PREFIX, Format, LineParser, feed_ranked
+from losslens.logs.formats.kv import columns
 from losslens.logs.frame import assemble
 from losslens.logs.names import canonical
 from losslens.logs.reader import strips
-from losslens.logs.records import Accounting, Sink
+from losslens.logs.sink import Accounting, Sink
 
 FAST_BATCH = 500  # a batch of this many kv lines is read vectorised
 SNIFF_MAX = 2000  # lines held before the format is known; then kv is assumed
@@ -106,7 +107,7 @@ class Watcher:
         self.watched = frozenset(nonfinite[0].metrics) | {canonical(m) for m in metrics} if nonfinite \
             else frozenset()
         self.nonfinite: dict[str, dict[str, Any]] = {}
-        self.templates: list[kv_fast.Template] | None = None  # for large batches of kv lines
+        self.templates: list[columns.Template] | None = None  # for large batches of kv lines
         self.urgent = False  # a metric was read non-finite for the first time: analyse now
         self.notes: list[str] = []  # what following the file may have cost (rotations, truncations)
 
@@ -188,8 +189,8 @@ class Watcher:
         sink = self.sink
         chunk = "\n".join(lines).replace("\r", "").encode("utf-8", errors="replace") + b"\n"
         if self.templates is None:
-            self.templates = kv_fast.templates(lines[:kv_fast.SAMPLE_LINES])
-        kv_fast.parse_chunk(chunk, self.acc.total + 1, self.templates, sink, self.acc, self.parser)
+            self.templates = columns.templates(lines[:columns.SAMPLE_LINES])
+        columns.parse_chunk(chunk, self.acc.total + 1, self.templates, sink, self.acc, self.parser)
         del sink.idle_lines[:]  # accounted by parse_chunk
         train, n_train = self._rows(sink.frames, sink.train)
         evals, _ = self._rows(sink.eval_frames, sink.eval)

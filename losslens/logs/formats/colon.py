@@ -36,7 +36,7 @@ from losslens.logs.names import (
     is_training_metric,
     parse_number,
 )
-from losslens.logs.records import Sink, Value
+from losslens.logs.sink import Sink, Value
 
 # 'loss: 0.2345', 'loss = 67.7' (a spaced '=' only: 'k=v' is the kv reader's), 'val loss: 2.4',
 # 'lr: 1.0e-04', 'time: 0.35s', 'Epoch: 3/10'; the key is one

@@ -1,18 +1,28 @@
-"""Run folders and binary logs: TensorBoard event files, MLflow file-store runs, W&B history
-dumps and offline runs. All produce the same canonical frame as the text readers.
-
-Line accounting for event files counts *records* (events): every event is parsed (it held a
-scalar), or skipped with a reason (file version, graphs, histograms, images, text)."""
+"""TensorBoard event files (needs the tensorboard extra)."""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-from losslens.errors import FormatError, InputError
-from losslens.logs.records import Accounting, Sink
+from losslens.errors import InputError
+from losslens.logs.base import Format
+from losslens.logs.sink import Accounting, Sink
+
+
+class TensorBoard(Format):
+    name = "tensorboard"
+    title = ("TensorBoard event files (events.out.tfevents.*): scalars, tensor-encoded too; needs "
+             "the tensorboard extra")
+    example = "events.out.tfevents.1701361200.host.1234.0  (binary: add_scalar('train/loss', 2.49, 10))"
+    whole_file = True
+
+    def sniff(self, lines: list[str]) -> int:
+        return 0  # binary: recognised by its bytes in read_log, never by text sniffing
+
 
 TB_MARK = b"brain.Event:"
+
+
 TB_HINT = "pip install 'losslens[tensorboard]' (or: pip install tensorboard)"
 
 
@@ -77,54 +87,3 @@ def read_event_file(path: str, sink: Sink, acc: Accounting) -> None:
         pairs = [(k, repr(v)) for k, v in rec.items()]
         found, metrics = sink.metrics_from_pairs(pairs)
         sink.emit(line, step, metrics, time=datetime.fromtimestamp(t))
-
-
-def is_mlflow_run(path: Path) -> bool:
-    return path.is_dir() and (path / "metrics").is_dir() and (path / "meta.yaml").exists()
-
-
-def read_mlflow_run(path: Path, sink: Sink, acc: Accounting) -> None:
-    """mlruns/<experiment>/<run>/metrics/<name>: 'timestamp value step' per line."""
-    from datetime import datetime
-
-    rows: dict[int, dict] = {}
-    metric_dir = path / "metrics"
-    files = sorted(p for p in metric_dir.rglob("*") if p.is_file())
-    if not files:
-        raise FormatError("no metric files in this MLflow run", source=str(path))
-    for f in files:
-        name = f.relative_to(metric_dir).as_posix()
-        for n, line in enumerate(f.read_text(errors="replace").splitlines(), 1):
-            acc.total += 1
-            parts = line.split()
-            if not parts:
-                acc.blank += 1
-                continue
-            try:
-                ts, value = int(parts[0]), float(parts[1])
-                step = int(parts[2]) if len(parts) > 2 else 0
-            except (ValueError, IndexError):
-                acc.skip("not 'timestamp value step'", n, f"{name}: {line}")
-                continue
-            acc.parsed += 1
-            rec = rows.setdefault(step, {"_time": ts, "_line": acc.total})
-            rec[name] = value
-    for step in sorted(rows):
-        rec = rows[step]
-        t, line = rec.pop("_time"), rec.pop("_line")
-        found, metrics = sink.metrics_from_pairs([(k, repr(v)) for k, v in rec.items()])
-        sink.emit(line, step, metrics, time=datetime.fromtimestamp(t / 1000))
-
-
-def wandb_offline(path: Path) -> str | None:
-    """A W&B offline run folder: its history is in a binary .wandb file losslens cannot read."""
-    if not path.is_dir():
-        return None
-    if any(path.glob("run-*.wandb")) or any(path.glob("*.wandb")):
-        hist = list(path.glob("files/wandb-history.jsonl"))
-        if hist:
-            return str(hist[0])
-        return ("a W&B offline run: its history is in the binary run-*.wandb file, which only the "
-                "wandb client reads; run `wandb sync` and export the history (run.history() to "
-                "JSON/CSV, or the chart's CSV export), then point losslens at that file")
-    return None

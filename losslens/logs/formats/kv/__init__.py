@@ -1,4 +1,5 @@
-"""key=value logs: DFlash drafter lines, generic trainer loggers, OLMo's multi-line records."""
+"""key=value logs (the DFlash drafter's lines, generic trainer loggers): one format with two
+paths, line by line here (watch, the oracle) and vectorised in ``kv.columns`` for a whole file."""
 
 from __future__ import annotations
 
@@ -13,13 +14,17 @@ from losslens.logs.base import (
     RegexLineParser,
     leading_time,
 )
-from losslens.logs.names import NUMBER, STEP_KEYS, parse_number
-from losslens.logs.records import Accounting, Sink
+from losslens.logs.names import NUMBER, STEP_KEYS
+from losslens.logs.sink import Accounting, Sink
 from losslens.logs.source import Source
 
 # 'key=value', and 'key = value' with one space on each side (Python's print(f"{k} = {v}"))
 KV = re.compile(r"(?<![\w/.\-])([A-Za-z_][\w/.\-]*)(?: ?([=~]) ?)(\[[^\]]*\]|[^\s|,;\[\]()=]+)")
+
+
 TOKRATE = re.compile(rf"\(\s*({NUMBER})\s*([KMG]?)tok/s\s*\)")
+
+
 TOKRATE_SCALE = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9}
 
 
@@ -69,66 +74,11 @@ class KeyValue(Format):
 
     def read(self, src: Source, sink: Sink, acc: Accounting, strip: bool = False,
              head: list[str] | None = None) -> None:
-        """Vectorised chunk by chunk (see kv_fast); a capture's prefixes, or torchrun rank
+        """Vectorised chunk by chunk (see ``columns``); a capture's prefixes, or torchrun rank
         prefixes (whose rank is kept), go line by line."""
         if strip or any(RANK_PREFIX.match(x) for x in head or ()):
             super().read(src, sink, acc, strip, head)
             return
-        from losslens.logs import kv_fast
+        from losslens.logs.formats.kv import columns
 
-        kv_fast.read(src, self, sink, acc)
-
-
-# --- OLMo: "[step=N/T,epoch=E]" then indented "key=value" lines ------------------------------
-OLMO_HEAD = re.compile(r"\[step=(\d+)(?:/\d+)?(?:,epoch=(\d+))?\]\s*$")
-OLMO_FIELD = re.compile(r"^\s+([^=\s][^=]*?)=(\S+)\s*$")
-
-
-class _OlmoParser(RegexLineParser):
-    noise = COMMON_NOISE
-
-    def __init__(self, sink: Sink):
-        super().__init__(sink)
-        self.pending: tuple[int, int, list[tuple[str, str]], object] | None = None
-
-    def finish(self) -> None:
-        if self.pending is not None:
-            lineno, step, pairs, time = self.pending
-            _, metrics = self.sink.metrics_from_pairs(pairs)
-            self.sink.emit(lineno, step, metrics, time=time)  # type: ignore[arg-type]
-            self.pending = None
-
-    def feed(self, lineno: int, line: str) -> str | None:
-        m = OLMO_HEAD.search(line)
-        if m:
-            self.finish()
-            pairs = [("epoch", m.group(2))] if m.group(2) is not None else []
-            self.pending = (lineno, int(m.group(1)), pairs, leading_time(line))
-            return None
-        if self.pending is not None:
-            f = OLMO_FIELD.match(line)
-            if f and parse_number(f.group(2)) is not None:
-                self.pending[2].append((f.group(1), f.group(2)))
-                return None
-        self.finish()
-        return self.classify_noise(line.strip())
-
-
-class Olmo(Format):
-    name = "olmo"
-    title = "OLMo console: '[step=N/T,epoch=E]' followed by indented key=value lines"
-    example = "2025-12-12 11:05:02.009\thost:0\tolmo.train:979\tINFO\t[step=1/15000,epoch=0]"
-
-    def sniff(self, lines: list[str]) -> int:
-        n, inside = 0, False
-        for x in lines:
-            if OLMO_HEAD.search(x):
-                n, inside = n + 1, True
-            elif inside and OLMO_FIELD.match(x):
-                n += 1
-            else:
-                inside = False
-        return n
-
-    def parser(self, sink: Sink) -> LineParser:
-        return _OlmoParser(sink)
+        columns.read(src, self, sink, acc)

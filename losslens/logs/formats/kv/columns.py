@@ -17,9 +17,9 @@ import numpy as np
 import polars as pl
 
 from losslens.logs.base import TIMESTAMP, Format, LineParser
-from losslens.logs.kv import KV, TOKRATE
+from losslens.logs.formats.kv import KV, TOKRATE
 from losslens.logs.names import MAGNITUDE, STEP_KEYS, UNIT_SCALE, canonical, is_eval, is_training_metric
-from losslens.logs.records import Accounting, Sink, feed_line
+from losslens.logs.sink import Accounting, Sink, feed_line
 from losslens.logs.source import Source, count_lines, decode_lines
 
 SAMPLE_LINES = 500

@@ -1,0 +1,99 @@
+"""CSV metric logs: Lightning CSVLogger, Keras CSVLogger, W&B exports, step,loss tables."""
+
+from __future__ import annotations
+
+import csv
+import re
+
+from losslens.logs.base import Format, LineParser, RegexLineParser
+from losslens.logs.names import STEP_KEYS, parse_number
+from losslens.logs.sink import Sink
+
+# --- CSV -------------------------------------------------------------------------------------
+WANDB_PREFIX = re.compile(r"^.+? - ")
+
+
+class _CsvParser(RegexLineParser):
+    def __init__(self, sink: Sink, delimiter: str):
+        super().__init__(sink)
+        self.delimiter = delimiter
+        self.header: list[str] | None = None
+        self.step_col: int | None = None
+        self.epoch_as_step = False
+
+    def _set_header(self, cells: list[str]) -> None:
+        names = [WANDB_PREFIX.sub("", c.strip()) for c in cells]
+        self.header = names
+        lowered = [n.lower() for n in names]
+        for key in STEP_KEYS:
+            if key in lowered:
+                self.step_col = lowered.index(key)
+                break
+        if self.step_col is None and "epoch" in lowered:
+            self.step_col, self.epoch_as_step = lowered.index("epoch"), True
+
+    def feed(self, lineno: int, line: str) -> str | None:
+        cells = next(csv.reader([line.rstrip("\r")], delimiter=self.delimiter))
+        if self.header is None:
+            self._set_header(cells)
+            return None
+        if len(cells) != len(self.header):
+            return "wrong number of CSV fields"
+        pairs = []
+        step = None
+        for i, (name, cell) in enumerate(zip(self.header, cells, strict=True)):
+            if not cell.strip() or name.endswith(("__MIN", "__MAX", "__step")):
+                continue
+            if i == self.step_col:
+                try:
+                    step = int(float(cell))
+                except (ValueError, OverflowError):  # 'abc', 'inf', 'nan'
+                    return "step is not a number"
+                if not self.epoch_as_step:
+                    continue
+            pairs.append((name, cell))
+        found, metrics = self.sink.metrics_from_pairs(pairs)
+        if not self.sink.emit(lineno, step if step is not None else found, metrics):
+            return "no training metric"
+        return None
+
+
+HEADER_CELL = re.compile(r'^"?[\w\s/.\-()%:@\[\]]{1,120}"?$')
+
+
+def _numeric_share(cells: list[str]) -> float:
+    filled = [c for c in cells if c.strip()]
+    if not filled:
+        return 0.0
+    return sum(1 for c in filled if parse_number(c) is not None) / len(filled)
+
+
+def _csv_header(lines: list[str]) -> str | None:
+    """The delimiter when the first line is a metrics header followed by numeric rows."""
+    if len(lines) < 2:
+        return None
+    for d in (",", "\t"):
+        head = lines[0].split(d)
+        if len(head) < 2 or not all(HEADER_CELL.match(h) for h in head):
+            continue
+        if not any(t in h.lower() for h in head for t in ("loss", "step", "epoch", "acc")):
+            continue
+        rows = [x.split(d) for x in lines[1:20]]
+        if all(len(r) == len(head) and _numeric_share(r) >= 0.5 for r in rows):
+            return d
+    return None
+
+
+class Csv(Format):
+    name = "csv"
+    title = "CSV with a header (W&B export, Lightning metrics.csv with sparse rows, Keras CSVLogger)"
+    example = "epoch,accuracy,learning_rate,loss,val_accuracy,val_loss"
+
+    def sniff(self, lines: list[str]) -> int:
+        return len(lines) if _csv_header([x.rstrip("\r") for x in lines]) else 0
+
+    def parser(self, sink: Sink) -> LineParser:
+        return _CsvParser(sink, ",")
+
+    def parser_for(self, sink: Sink, first_line: str) -> LineParser:
+        return _CsvParser(sink, "\t" if first_line.count("\t") > first_line.count(",") else ",")

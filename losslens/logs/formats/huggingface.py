@@ -1,0 +1,157 @@
+"""Hugging Face Trainer: trainer_state.json (log_history) and the dicts its stdout prints
+(TRL, ms-swift and LLaMA-Factory print the same), bare nan/inf included."""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any
+
+from losslens.errors import FormatError
+from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser
+from losslens.logs.formats.jsonl import account_document
+from losslens.logs.mappings import emit_mapping, load_json
+from losslens.logs.sink import Accounting, Sink
+
+# --- trainer_state.json ----------------------------------------------------------------------
+STEP_LINE = re.compile(r'^\s*"step":\s*(\d+)')
+
+
+class TrainerState(Format):
+    name = "trainer-state"
+    title = "Hugging Face trainer_state.json (log_history: train and eval entries)"
+    example = '{"log_history": [{"epoch": 0.0, "learning_rate": 0.0199, "loss": 2.6644, "step": 10}]}'
+    whole_file = True
+
+    def sniff(self, lines: list[str]) -> int:
+        head = "\n".join(lines[:400])
+        return len(lines) if head.lstrip().startswith("{") and '"log_history"' in head else 0
+
+    def parse_text(self, text: str, lines: list[str], sink: Sink, acc: Accounting,
+                   source: str) -> None:
+        doc = load_json(text, source)
+        history = doc.get("log_history") if isinstance(doc, dict) else None
+        if not isinstance(history, list):
+            raise FormatError("no log_history list in this JSON document", source=source)
+        step_lines = [i + 1 for i, x in enumerate(lines) if STEP_LINE.match(x)]
+        k = 0
+        for entry in history:
+            if not isinstance(entry, dict):
+                continue
+            lineno = 0
+            if "step" in entry and k < len(step_lines):
+                lineno = step_lines[k]
+                k += 1
+            reason = emit_mapping(sink, lineno, entry)
+            if reason:
+                sink.notes.append(f"log_history entry at line {lineno}: {reason}, ignored")
+        account_document(lines, acc)
+
+
+# --- Hugging Face Trainer stdout -------------------------------------------------------------
+PYDICT = re.compile(r"\{'[^{}]*\}")
+
+
+# Python prints a non-finite float bare ('grad_norm': nan, 'loss': inf): not a literal, so such a
+# dict is read again with those values quoted (the sink reads 'nan' as NaN)
+BARE_NONFINITE = re.compile(r"(?<=[:,\[])(\s*)([-+]?(?:nan|inf(?:inity)?))(?=\s*[,}\]])", re.IGNORECASE)
+
+
+def python_dict(text: str) -> object:
+    """``ast.literal_eval`` of a printed dict, with bare nan/inf values read as strings."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        quoted = BARE_NONFINITE.sub(r"\1'\2'", text)
+        if quoted == text:
+            raise
+        return ast.literal_eval(quoted)
+
+
+TQDM = re.compile(r"(\d+)/(\d+) \[[^\]]*?(?:it/s|s/it)\]")
+
+
+class _HFParser(RegexLineParser):
+    """Dict lines among tqdm bars. The step is the training bar's count when the dict was
+    printed, or the dict's own 'step'; with buffered stdout (nohup) many dicts land after one bar,
+    and then the step is rebuilt from the logging interval (see ``finish``)."""
+
+    noise = COMMON_NOISE
+
+    def __init__(self, sink: Sink):
+        super().__init__(sink)
+        self.bars: dict[int, list[int]] = {}  # total -> [updates, last count]
+        self.train: list[dict[str, Any]] = []
+        self.evals: list[dict[str, Any]] = []
+        self.own_steps = False
+
+    def _track_bar(self, text: str) -> None:
+        for m in TQDM.finditer(text):
+            n, total = int(m.group(1)), int(m.group(2))
+            state = self.bars.setdefault(total, [0, 0])
+            state[0] += 1
+            state[1] = n
+
+    @property
+    def bar_step(self) -> int | None:
+        if not self.bars:
+            return None
+        # the training bar: the longest one counting iterations (eval bars count batches)
+        return self.bars[max(self.bars)][1]
+
+    def feed(self, lineno: int, line: str) -> str | None:
+        matches = list(PYDICT.finditer(line))
+        if not matches:
+            self._track_bar(line)
+            return self.classify_noise(line.split("\r")[-1])
+        reason: str | None = "no training metric"
+        pos = 0
+        for m in matches:
+            self._track_bar(line[pos:m.start()])
+            pos = m.end()
+            try:
+                obj = python_dict(m.group(0))
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                continue
+            if isinstance(obj, dict):
+                n_train, n_eval = len(self.sink.train), len(self.sink.eval)
+                r = emit_mapping(self.sink, lineno, obj, step=self.bar_step)
+                new = self.sink.train[n_train:]
+                # a dict with its own step ('step': 300, as TRL and custom callbacks print)
+                self.own_steps |= any(x["step"] is not None and x["step"] != self.bar_step for x in new)
+                self.train += new
+                self.evals += self.sink.eval[n_eval:]
+                reason = None if r is None or reason is None else r
+        self._track_bar(line[pos:])
+        return reason
+
+    def finish(self) -> None:
+        steps = [r["step"] for r in self.train]
+        if self.own_steps or None in steps or all(b > a for a, b in zip(steps, steps[1:], strict=False)):
+            return  # (steps the dicts print themselves are kept: a step going back is a restart)
+        # buffered output: records logged every `interval` steps, the last near the bar's end
+        last = max(max(s for s in steps if s is not None), self.bar_step or 0)
+        interval = max(1, round(last / len(steps)))
+        for k, rec in enumerate(self.train, 1):
+            rec["step"] = k * interval
+        self.sink.notes.append(f"stdout was buffered (several records after one progress bar): "
+                               f"steps rebuilt as every {interval} steps")
+        by_line = sorted((r["line"], r["step"]) for r in self.train)
+        for ev in self.evals:
+            before = [s for ln, s in by_line if ln <= ev["line"]]
+            ev["step"] = before[-1] if before else 0
+
+
+class HFStdout(Format):
+    name = "hf"
+    keeps_records = True  # finish() may rebuild the steps of buffered output
+    title = ("Hugging Face Trainer / TRL / ms-swift stdout: {'loss': ...} dicts (string values "
+             "too) among tqdm redraws")
+    example = ("{'loss': 2.0592, 'grad_norm': 0.6914, 'learning_rate': 7.17e-05, "
+               "'mean_token_accuracy': 0.5715, 'epoch': 0.03}")
+
+    def sniff(self, lines: list[str]) -> int:
+        return sum(1 for x in lines if "{'" in x and PYDICT.search(x))
+
+    def parser(self, sink: Sink) -> LineParser:
+        return _HFParser(sink)

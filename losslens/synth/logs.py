@@ -1,0 +1,133 @@
+"""Log lines in the formats real trainers print (DFlash key=value, nanoGPT, JSON Lines, Megatron),
+with known content: for fixtures and tests."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from losslens.synth.curves import _decay
+
+DFLASH_T0 = datetime(2026, 5, 15, 20, 53, 0)
+
+
+def dflash_line(step: int, loss: float, acc: float, lr: float, time: datetime,
+                tok_per_s: float = 32100.0, q_pre: tuple[int, ...] = (50, 50, 46, 45, 44, 46),
+                q_hs: tuple[int, ...] = (0,), epoch: float = 0.02, eta_days: float = 4.0,
+                streak: float = 1.2, noise: float = 0.1) -> str:
+    """One line of the DFlash drafter monitor, in the seed's exact layout."""
+    return (f"[{time:%Y-%m-%d %H:%M:%S}] step={step} loss={loss:.4f} acc={acc:.3f} "
+            f"streak={streak:.1f} lr={lr:.2e} noise={noise:.4f} | tgt=0.68b/s dft=0.68b/s "
+            f"({tok_per_s / 1000:.1f}Ktok/s) | q_pre=[{', '.join(map(str, q_pre))}] "
+            f"q_hs=[{', '.join(map(str, q_hs))}] | epoch~{epoch:.2f} ETA={eta_days:.1f}d")
+
+
+def dflash_lines(n: int, seed: int = 0) -> Iterator[str]:
+    """``n`` DFlash lines of a noisy decaying loss (for speed benchmarks)."""
+    rng = np.random.default_rng(seed)
+    loss = 1.0 + 2.0 / np.sqrt(1 + np.arange(n) / 100.0) + rng.normal(0, 0.05, n)
+    acc = np.clip(0.5 - loss / 8 + rng.normal(0, 0.01, n), 0, 1)
+    tok = rng.normal(32100, 300, n)
+    q = rng.integers(40, 51, size=(n, 6))
+    hs = rng.integers(0, 3, size=n)
+    for i in range(n):
+        yield dflash_line(i, float(loss[i]), float(acc[i]), 2.52e-07 * min(i + 1, 4000),
+                          DFLASH_T0 + timedelta(seconds=6 * i), tok_per_s=float(tok[i]),
+                          q_pre=tuple(int(x) for x in q[i]), q_hs=(int(hs[i]),),
+                          epoch=i / 150_000)
+
+
+# The records quoted in seed 004 (steps 0–15, 144–153, 249–259, 338–349); acc is 0.000 for the
+# first ~30 steps in the seed, lr is its linear warm-up (7.55e-07 at step 2, 8.81e-05 at 349).
+SEED004: tuple[tuple[int, float, float], ...] = (
+    (0, 1.3140, 0.000), (2, 11.2112, 0.000), (3, 14.5632, 0.000), (4, 14.4995, 0.000),
+    (6, 14.4611, 0.000), (8, 27.0898, 0.000), (10, 14.3071, 0.000), (11, 26.4717, 0.000),
+    (13, 37.2273, 0.000), (15, 13.8323, 0.000),
+    (144, 3.0102, 0.029), (146, 3.9878, 0.025), (148, 4.9730, 0.027), (149, 5.9852, 0.026),
+    (151, 6.2390, 0.032), (153, 0.9935, 0.035),
+    (249, 1.6099, 0.040), (251, 2.7743, 0.037), (253, 3.6723, 0.046), (254, 4.6056, 0.034),
+    (256, 5.5167, 0.038), (258, 6.4252, 0.035), (259, 0.9470, 0.030),
+    (338, 0.8183, 0.055), (340, 1.5599, 0.045), (342, 2.4042, 0.049), (343, 3.2330, 0.046),
+    (345, 4.0884, 0.039), (347, 4.4271, 0.044), (349, 0.8700, 0.046),
+)
+
+
+SEED004_T338 = datetime(2026, 5, 15, 21, 26, 3)
+
+
+SEED004_VERBATIM = ("[2026-05-15 21:26:03] step=338 loss=0.8183 acc=0.055 streak=1.2 lr=8.81e-05 "
+                    "noise=0.1000 | tgt=0.68b/s dft=0.68b/s (32.1Ktok/s) | "
+                    "q_pre=[50, 50, 46, 45, 44, 46] q_hs=[0] | epoch~0.02 ETA=4.0d")
+
+
+def seed004_lines() -> list[str]:
+    """The seed-004 excerpt as full DFlash lines; step 338 is the seed's verbatim line."""
+    out = []
+    for step, loss, acc in SEED004:
+        t = SEED004_T338 - timedelta(seconds=round((338 - step) * 5.85))
+        lr = float(f"{2.5228e-07 * (step + 1):.2e}")
+        out.append(SEED004_VERBATIM if step == 338 else
+                   dflash_line(step, loss, acc, lr, t, epoch=0.02 * step / 338))
+    return out
+
+
+def nanogpt_lines(n_iters: int = 200, every: int = 5, eval_every: int = 100, seed: int = 0,
+                  nan_from: int | None = None) -> list[str]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for it in range(0, n_iters + 1, every):
+        if it % eval_every == 0:
+            base = 4.2 * (1 + it / 100) ** -0.3
+            out.append(f"step {it}: train loss {base:.4f}, val loss {base + 0.01:.4f}")
+            if it:
+                out.append("saving checkpoint to out")
+        loss = 4.2 * (1 + it / 100) ** -0.3 + rng.normal(0, 0.03)
+        text = "nan" if nan_from is not None and it >= nan_from else f"{loss:.4f}"
+        mfu = -100.0 if it == 0 else 0.01
+        out.append(f"iter {it}: loss {text}, time {1431 + rng.normal(0, 5):.2f}ms, mfu {mfu:.2f}%")
+    return out
+
+
+def jsonl_lines(n: int = 50, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(1, n + 1):
+        rec = {"step": i * 10, "train/loss": round(3 / math.sqrt(i) + rng.normal(0, 0.02), 4),
+               "train/lr": 1e-4, "train/grad_norm": round(float(rng.uniform(0.5, 1.5)), 3)}
+        out.append(json.dumps(rec))
+        if i % 10 == 0:
+            out.append(json.dumps({"step": i * 10, "eval/loss": round(3 / math.sqrt(i) + 0.1, 4)}))
+    return out
+
+
+def megatron_lines(n: int = 30, seed: int = 0, rank_prefix: str = "") -> list[str]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(1, n + 1):
+        loss = 9.0 * (1 + i / 10) ** -0.3 + rng.normal(0, 0.02)
+        out.append(
+            f"{rank_prefix} iteration {i * 10:8d}/   10000 | consumed samples: {i * 10240:12d} | "
+            f"elapsed time per iteration (ms): {18000 + rng.normal(0, 200):.1f} | learning rate: "
+            f"{6e-5:.3E} | global batch size:  1024 | lm loss: {loss:.6E} | loss scale: 4096.0 | "
+            f"grad norm: {abs(rng.normal(1, 0.1)):.3f} | num zeros: 0.0 | number of skipped "
+            f"iterations:   0 | number of nan iterations:   0 |")
+        if i % 10 == 0:
+            out.append(f"{rank_prefix} validation loss at iteration {i * 10} | lm loss value: "
+                       f"{loss + 0.1:.6E} | lm loss PPL: {math.exp(loss + 0.1):.6E} | ")
+    return out
+
+
+def bucketed_run_lines(step_bucket: np.ndarray, levels: tuple[float, ...] = (1.0, 1.0, 1.0, 1.5, 1.5, 2.0),
+                       seed: int = 4) -> list[str]:
+    """DFlash lines of a run whose loss level is set by the length bucket of each step's batch
+    (``levels[bucket]`` times a decaying curve, 3 % noise): the seed's bands, ground truth known."""
+    rng = np.random.default_rng(seed)
+    n = len(step_bucket)
+    loss = _decay(n, 1.65, 0.55, 50.0) * np.asarray(levels)[step_bucket] * np.exp(rng.normal(0, 0.03, n))
+    acc = np.clip(0.45 - 0.1 * np.log(loss) + rng.normal(0, 0.01, n), 0, 1)
+    return [dflash_line(i, float(loss[i]), float(acc[i]), 2.5e-07 * min(i + 1, 400),
+                        DFLASH_T0 + timedelta(seconds=6 * i), epoch=i / n) for i in range(n)]
