@@ -455,19 +455,25 @@ def replay(
                                          "line), Parquet/Arrow/CSV column, or a HF save_to_disk folder.")],
     bounds: Annotated[str, typer.Option("--bounds", help="Bucket edges, exclusive upper bounds: "
                                         "bucket k holds b_k <= length < b_k+1.")] = SEED_BOUNDS,
-    token_budget: Annotated[int, typer.Option("--token-budget")] = 49152,
-    max_batch_size: Annotated[int, typer.Option("--max-batch-size")] = 64,
-    max_seq_len: Annotated[int, typer.Option("--max-seq-len")] = 8192,
+    token_budget: Annotated[int, typer.Option("--token-budget", help="Tokens per batch (the batch size of "
+                                              "a bucket is the budget over its bound).")] = 49152,
+    max_batch_size: Annotated[int, typer.Option("--max-batch-size", help="Most samples in a batch.")] = 64,
+    max_seq_len: Annotated[int, typer.Option("--max-seq-len", help="Longer samples are counted truncated "
+                                             "to this.")] = 8192,
     bs_from: Annotated[BsFrom, typer.Option("--bs-from", help="Batch size per bucket from budget // "
                                             "exclusive bound ('bound', 49152//8193=5) or // (bound-1) "
                                             "('max', 49152//8192=6).")] = BsFrom.bound,
-    strategy: Annotated[Strategy, typer.Option("--strategy")] = DEFAULT_STRATEGY,  # type: ignore[valid-type]
-    seed: Annotated[int, typer.Option("--seed")] = 0,
-    epochs: Annotated[int, typer.Option("--epochs")] = 1,
-    grad_accum: Annotated[int, typer.Option("--grad-accum")] = 1,
+    strategy: Annotated[Strategy, typer.Option(  # type: ignore[valid-type]
+        "--strategy", help="The batching strategy to replay (see README: what each one "
+        "emulates).")] = DEFAULT_STRATEGY,
+    seed: Annotated[int, typer.Option("--seed", help="The strategy's random seed.")] = 0,
+    epochs: Annotated[int, typer.Option("--epochs", help="Epochs replayed (each reshuffled with seed + "
+                                        "epoch).")] = 1,
+    grad_accum: Annotated[int, typer.Option("--grad-accum", help="Batches per optimizer step and rank.")] = 1,
     world_size: Annotated[int, typer.Option("--world-size", help="Data-parallel ranks (batch j "
                                             "goes to rank j mod W).")] = 1,
-    column: Annotated[str, typer.Option("--column")] = "seq_len",
+    column: Annotated[str, typer.Option("--column", help="The length column of a table or "
+                                        "dataset.")] = "seq_len",
     log: Annotated[str | None, typer.Option("--log", help="Correlate the loss of this log with "
                                             "the replayed batch composition.")] = None,
     step_offset: Annotated[int, typer.Option("--step-offset", help="Logged step of replayed step 0.")] = 0,

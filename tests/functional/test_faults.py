@@ -31,6 +31,7 @@ def run(*args: str, cwd: Path, stdin: bytes | None = None) -> tuple[int, str]:
     return proc.returncode, err.strip()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("files", "args", "message"), [
     ({"deep.jsonl": DEEP + "\n"}, ["check", "deep.jsonl"], "deep.jsonl: no known log format recognised"),
     ({"trainer_state.json": '{"log_history": [' + DEEP + "]}"}, ["check", "trainer_state.json"],
@@ -74,6 +75,7 @@ def test_corpus_is_one_line_and_exit_2(tmp_path: Path, files: dict, args: list[s
     assert len(err.splitlines()) == 1 and message in err, err
 
 
+@pytest.mark.slow
 def test_csv_step_of_inf_is_a_skipped_line(tmp_path: Path) -> None:
     (tmp_path / "m.csv").write_text("step,loss\n1,2.0\ninf,1.9\n3,1.8\n")
     code, _ = run("analyze", "m.csv", "--json", cwd=tmp_path)
@@ -97,6 +99,7 @@ def lengths_corpus(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("args", "message"), [
     (["--lengths", "cx.npy"], "cx.npy: lengths must be real numbers, got complex128"),
     (["--lengths", "big.npy"], "big.npy: length 1e+30 at sample 0 is not a token count"),
@@ -145,6 +148,7 @@ def test_config_values_validate_or_say_why(tmp_path_factory, key: str, value) ->
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
 
 
+@pytest.mark.slow
 def test_watch_behind_is_not_blind(tmp_path: Path) -> None:
     """100,000 lines at once on stdin with one NaN at line 50,001: the window (5,000 records)
     moves past it before any analysis, but every record passes the per-record check as it is
@@ -176,6 +180,7 @@ def test_lone_carriage_returns_are_line_ends(tmp_path: Path) -> None:
     assert [(f.kind, f.start_step, f.line) for f in analyze(log).findings] == [("nonfinite", 35, 36)]
 
 
+@pytest.mark.slow
 def test_quoted_lines_mask_secrets(tmp_path: Path) -> None:
     (tmp_path / "run.log").write_text("curl -H 'Authorization: Bearer abcdefSECRET123'\nexport HF_TOKEN=hf_"
                                       "abcdefghijklmnopqrstuvwx\n" + OK)
@@ -202,6 +207,7 @@ def test_folder_walk_does_not_follow_links_out(tmp_path: Path) -> None:
                                                           "read it)")]
 
 
+@pytest.mark.slow
 def test_watch_refuses_a_gzip_log(tmp_path: Path) -> None:
     from tests.conftest import FIXTURES
 

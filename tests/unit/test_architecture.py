@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from losslens import cli, read_log
 from losslens.analysis import analyze
@@ -144,6 +145,7 @@ def test_imports_run_downwards() -> None:
     assert wrong == []
 
 
+@pytest.mark.slow
 def test_light_imports_stay_light() -> None:
     """`losslens --help` loads no polars, numpy or reader; `import losslens.replay` no torch."""
     import subprocess

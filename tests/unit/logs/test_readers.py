@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 
 import polars as pl
 import pytest
@@ -33,16 +31,6 @@ def test_seed004_every_field() -> None:
     assert row["line"] == 24
     assert log.train["step"].to_list()[:4] == [0, 2, 3, 4]
     assert log.names["eta_s"] == "ETA" and log.names["tokens_per_s"] == "(Ktok/s)"
-
-
-def test_gzip_by_content_and_stdin() -> None:
-    plain = read_log(FIXTURES / "seed004_dflash.log")
-    gz = read_log(FIXTURES / "seed004_dflash.gz.bin")
-    assert gz.train.equals(plain.train)
-    out = subprocess.run([sys.executable, "-m", "losslens", "analyze", "--json", "-"],
-                         input=(FIXTURES / "seed004_dflash.log").read_bytes(), capture_output=True,
-                         check=True)
-    assert b'"source":"<stdin>"' in out.stdout and b'"count":30' in out.stdout
 
 
 @pytest.mark.parametrize(("name", "fmt", "train", "evals", "segments"), [

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from losslens import __version__
@@ -80,13 +81,28 @@ def test_formats_lists_the_registry() -> None:
         assert f.name in result.stdout
 
 
-@pytest.mark.parametrize("command", ["analyze", "check", "formats", "detectors"])
+COMMANDS = sorted(c.name or (c.callback.__name__ if c.callback else "") for c in app.registered_commands)
+
+
+def test_the_commands_are_the_contracts() -> None:
+    assert COMMANDS == ["analyze", "check", "detectors", "formats", "replay", "watch"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
 def test_every_command_has_help(command: str) -> None:
-    result = runner.invoke(app, [command, "--help"])
+    """Every registered command (a new one is covered without editing this test): its usage, a
+    description, and every option it takes is described."""
+    result = runner.invoke(app, [command, "--help"], prog_name="losslens", terminal_width=200)
     assert result.exit_code == 0
-    assert "Usage:" in result.stdout and len(result.stdout) > 100
+    text = result.stdout
+    assert text.startswith(f"Usage: losslens {command} ") and len(text) > 100
+    cmd = typer.main.get_command(app).commands[command]  # type: ignore[attr-defined]
+    for param in cmd.params:
+        if param.param_type_name == "option":
+            assert param.opts[0] in text and param.help, (command, param.opts[0])
 
 
+@pytest.mark.slow
 def test_version_and_module_entry() -> None:
     assert runner.invoke(app, ["--version"]).stdout.strip() == f"losslens {__version__}"
     proc = subprocess.run([sys.executable, "-m", "losslens", "--help"], capture_output=True,
@@ -122,6 +138,7 @@ def test_docs_list_every_detector() -> None:
         assert f"`{det.name}`" in readme, det.name
 
 
+@pytest.mark.slow
 def test_cli_start_up_loads_neither_scipy_nor_torch() -> None:
     code = ("import sys, losslens.cli; bad = [m for m in ('scipy', 'torch', 'matplotlib', 'polars') "
             "if m in sys.modules]; "
@@ -130,6 +147,7 @@ def test_cli_start_up_loads_neither_scipy_nor_torch() -> None:
     assert proc.stdout.strip() == ""
 
 
+@pytest.mark.slow
 def test_check_run_loads_no_heavy_module() -> None:
     """A whole `check` (parse, detect, report) stays off scipy, torch, matplotlib, and pydantic
     (typer 0.29 validates every parameter through pydantic: 0.2-0.3 s a call; pinned below it)."""

@@ -27,6 +27,7 @@ def one_error_line(proc) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("content", "message"), [
     (None, "no such file"),
     (b"", "empty file: no lines to read"),
@@ -53,6 +54,7 @@ def _config(folder: Path, text: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_directory_and_unknown_format(tmp_path: Path) -> None:
     proc = run("analyze", str(tmp_path))  # a folder with no log in it
     assert proc.returncode == 2 and "no log files found in" in one_error_line(proc)
@@ -68,6 +70,7 @@ def test_directory_and_unknown_format(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "unknown format 'nope'" in one_error_line(proc)
 
 
+@pytest.mark.slow
 def test_invalid_trainer_state_names_the_line(tmp_path: Path) -> None:
     path = tmp_path / "trainer_state.json"
     path.write_text('{\n  "log_history": [\n    {"loss": 1.0, "step": 1},\n    {"loss": \n')
@@ -89,6 +92,7 @@ def test_partly_good_file_parses_the_good_part(tmp_path: Path) -> None:
     assert acc.skipped["traceback or warning"] == 1
 
 
+@pytest.mark.slow
 def test_stdin_dash() -> None:
     proc = run("check", "-", stdin=b"step=1 loss=2.0\nstep=2 loss=1.5\n")
     assert proc.returncode == 0
@@ -122,6 +126,7 @@ def test_fuzz_never_crashes(tmp_path: Path, lines: list[str], raw: bytes, newlin
     assert acc.total == data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
 
 
+@pytest.mark.slow
 def test_unwritable_outputs_are_one_line_before_any_work(tmp_path: Path) -> None:
     seed = str(Path(__file__).parents[1] / "fixtures" / "seed004_dflash.log")
     missing = tmp_path / "no" / "page.html"
@@ -133,6 +138,7 @@ def test_unwritable_outputs_are_one_line_before_any_work(tmp_path: Path) -> None
     assert not missing.parent.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("args", "message"), [
     (["--optimize-bounds", "0"], "--optimize-bounds K takes 1 to 64 buckets, got 0"),
     (["--optimize-bounds", "65"], "--optimize-bounds K takes 1 to 64 buckets, got 65"),
@@ -149,6 +155,7 @@ def test_replay_bad_options(tmp_path: Path, args: list[str], message: str) -> No
     assert proc.returncode == 2 and message in one_error_line(proc)
 
 
+@pytest.mark.slow
 def test_replay_fractional_lengths(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     import numpy as np

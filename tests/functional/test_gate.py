@@ -53,6 +53,7 @@ def bad_folder(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_folder_of_unreadable_logs_is_exit_2_with_one_line_each(bad_folder: Path) -> None:
     for command in ("check", "analyze"):
         proc = run(command, str(bad_folder))
@@ -68,6 +69,7 @@ def test_folder_of_unreadable_logs_is_exit_2_with_one_line_each(bad_folder: Path
         assert len(errors) == 3 and proc.stdout == ""
 
 
+@pytest.mark.slow
 def test_skip_unreadable_passes_over_them_but_never_passes_nothing(bad_folder: Path) -> None:
     proc = run("check", str(bad_folder), "--skip-unreadable")
     assert proc.returncode == 2  # nothing at all could be read
@@ -83,6 +85,7 @@ def test_skip_unreadable_passes_over_them_but_never_passes_nothing(bad_folder: P
     assert quiet.returncode == 0 and quiet.stderr == "" and quiet.stdout == ""
 
 
+@pytest.mark.slow
 def test_verbose_lists_what_the_walk_passed_over(bad_folder: Path) -> None:
     proc = run("check", str(bad_folder / "a"), "--verbose")
     assert proc.returncode == 2
@@ -92,6 +95,7 @@ def test_verbose_lists_what_the_walk_passed_over(bad_folder: Path) -> None:
     assert "passed over" not in run("check", str(bad_folder / "a")).stderr
 
 
+@pytest.mark.slow
 def test_empty_folder_and_unmatched_glob_are_exit_2(tmp_path: Path) -> None:
     proc = run("check", str(tmp_path))
     assert proc.returncode == 2
@@ -114,6 +118,7 @@ def _without(module: str, *argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
 
 
+@pytest.mark.slow
 def test_missing_extras_are_one_line() -> None:
     proc = _without("torch", "replay", "--lengths", str(FIXTURES / "lengths_seed_shape.npy"))
     assert proc.returncode == 2
@@ -129,6 +134,7 @@ def test_missing_extras_are_one_line() -> None:
 # 3. watch
 
 
+@pytest.mark.slow
 def test_watch_fail_on_at_the_end_of_stdin() -> None:
     log = Path(NAN).read_bytes()
     assert run("watch", "-", stdin=log).returncode == 1  # default fail_on = error: a NaN fails
@@ -137,6 +143,7 @@ def test_watch_fail_on_at_the_end_of_stdin() -> None:
     assert run("watch", "-", "--fail-on", "info", stdin=clean).returncode == 0
 
 
+@pytest.mark.slow
 def test_watch_honours_the_config(tmp_path: Path) -> None:
     config = 'fail_on = "error"\n[watch]\nexit_on = "error"\ninterval_s = 0.05\n'
     (tmp_path / "losslens.toml").write_text(config)
@@ -150,6 +157,7 @@ def test_watch_honours_the_config(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "bad value for 'watch.exit_on': 'fatal'" in bad.stderr
 
 
+@pytest.mark.slow
 def test_watch_a_run_folder_follows_its_main_log(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text("{}")
     write_lines(tmp_path / "eval.log", ["step=1 loss=2.0", "step=2 loss=1.9"])
@@ -172,6 +180,7 @@ def _start_watch(*args: str) -> subprocess.Popen:
                             stderr=subprocess.PIPE, env={**os.environ, "COLUMNS": "120"})
 
 
+@pytest.mark.slow
 def test_watch_sigterm_ends_with_the_summary_and_143(tmp_path: Path) -> None:
     log = write_lines(tmp_path / "run.log", [f"step={s} loss={2 - s / 100:.3f}" for s in range(30)])
     proc = _start_watch(str(log), "--json")
@@ -186,6 +195,7 @@ def test_watch_sigterm_ends_with_the_summary_and_143(tmp_path: Path) -> None:
                                     "0 active finding(s); interrupted")
 
 
+@pytest.mark.slow
 def test_watch_into_a_closed_pipe_ends_quietly() -> None:
     watch = _start_watch(NAN, "--json")
     assert watch.stdout is not None
@@ -199,6 +209,7 @@ def test_watch_into_a_closed_pipe_ends_quietly() -> None:
 # 4. no loss metric: never 'ok'
 
 
+@pytest.mark.slow
 def test_no_loss_metric_is_never_ok(tmp_path: Path) -> None:
     rl = write_lines(tmp_path / "rl.log", [f"step={s} actor_loss={0.5 - s / 100:.3f} critic_loss="
                                            f"{1 + s / 50:.3f} reward={s}" for s in range(30)])
@@ -225,6 +236,7 @@ def test_no_loss_metric_is_never_ok(tmp_path: Path) -> None:
                                       "critic_loss, reward); pass --metric with one of them")
 
 
+@pytest.mark.slow
 def test_the_only_loss_like_column_is_the_loss_and_the_report_says_so(tmp_path: Path) -> None:
     nemo = write_lines(tmp_path / "nemo.log", [f"step={s} reduced_train_loss={3 - s / 100:.3f} lr=1e-4"
                                                for s in range(40)])
@@ -239,11 +251,13 @@ def test_the_only_loss_like_column_is_the_loss_and_the_report_says_so(tmp_path: 
 # 5. output formats
 
 
+@pytest.mark.slow
 def test_text_line_is_file_line_then_steps() -> None:
     proc = run("check", SEED)
     assert proc.stdout.startswith(f"{SEED}:11: steps 144–349: error ladder [loss] loss climbs in ~5 ")
 
 
+@pytest.mark.slow
 def test_github_annotations() -> None:
     proc = run("check", SEED, "--output-format", "github")
     assert proc.returncode == 1
@@ -253,6 +267,7 @@ def test_github_annotations() -> None:
         "multiples of ~0.91: a loss accumulator that is not divided or reset?"]
 
 
+@pytest.mark.slow
 def test_junit_one_case_per_log_and_detector(tmp_path: Path) -> None:
     from losslens.detectors import REGISTRY
 
@@ -270,6 +285,7 @@ def test_junit_one_case_per_log_and_detector(tmp_path: Path) -> None:
     assert root.get("tests") == str(2 * len(REGISTRY) + 1) and root.get("errors") == "1"
 
 
+@pytest.mark.slow
 def test_sarif_results_with_lines() -> None:
     proc = run("check", SEED, NAN, "-o", "sarif")
     doc = json.loads(proc.stdout)
@@ -282,6 +298,7 @@ def test_sarif_results_with_lines() -> None:
     assert {r["id"] for r in doc["runs"][0]["tool"]["driver"]["rules"]} >= {"ladder", "nonfinite", "spike"}
 
 
+@pytest.mark.slow
 def test_json_alias_and_disagreement() -> None:
     assert run("check", SEED, "--json").stdout == run("check", SEED, "-o", "json").stdout
     proc = run("check", SEED, "--json", "-o", "sarif")
@@ -292,6 +309,7 @@ def test_json_alias_and_disagreement() -> None:
 # 6. conventions: -h, --quiet/--verbose, choices, completion
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["analyze", "check", "watch", "replay", "formats", "detectors"])
 def test_every_command_has_short_help(command: str) -> None:
     proc = run(command, "-h")
@@ -309,12 +327,14 @@ def test_every_command_has_short_help(command: str) -> None:
     assert "--install-completion" in top and "--show-completion" in top
 
 
+@pytest.mark.slow
 def test_detectors_verbose_lists_parameters() -> None:
     proc = run("detectors", "--verbose", env={"COLUMNS": "250"})
     assert proc.returncode == 0 and "min_increments=3" in proc.stdout and "frozen_records=5" in proc.stdout
     assert "min_increments" not in run("detectors").stdout
 
 
+@pytest.mark.slow
 def test_quiet_and_verbose() -> None:
     assert run("check", SEED, "-q").stderr == ""
     short = run("check", SEED, "--verbose")
@@ -349,6 +369,7 @@ def spiky(tmp_path_factory) -> Path:
     return write_lines(path, [f"step={s} loss={v:.4f}" for s, v in enumerate(values)])
 
 
+@pytest.mark.slow
 def test_a_flood_of_one_kind_is_grouped(spiky: Path) -> None:
     lines = run("check", str(spiky)).stdout.splitlines()
     spikes = [x for x in lines if " spike [loss] " in x]
@@ -367,6 +388,7 @@ def test_a_flood_of_one_kind_is_grouped(spiky: Path) -> None:
 # 8. 80 columns
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("columns", [80, 120])
 def test_views_fit_the_terminal(columns: int, spiky: Path) -> None:
     for log in (SEED, str(spiky)):
@@ -384,6 +406,7 @@ def test_views_fit_the_terminal(columns: int, spiky: Path) -> None:
 # 9. pages
 
 
+@pytest.mark.slow
 def test_html_for_several_logs_is_an_index_and_pages(tmp_path: Path) -> None:
     page = tmp_path / "report.html"
     proc = run("analyze", SEED, NAN, "--html", str(page), "-q")

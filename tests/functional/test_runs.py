@@ -35,6 +35,7 @@ def jsonl_reference(tmp_path_factory) -> list:
     return found
 
 
+@pytest.mark.slow
 def test_tensorboard_folder_from_pytorch(tmp_path: Path, jsonl_reference: list) -> None:
     pytest.importorskip("tensorboard")
     from torch.utils.tensorboard import SummaryWriter
@@ -74,6 +75,7 @@ def write_mlflow(root: Path) -> Path:
     return run
 
 
+@pytest.mark.slow
 def test_mlflow_run_folder(tmp_path: Path, jsonl_reference: list) -> None:
     run = write_mlflow(tmp_path)
     log = read_log(run)
@@ -107,6 +109,7 @@ def test_wandb_exports_and_offline_run(tmp_path: Path, jsonl_reference: list) ->
         read_log(offline)
 
 
+@pytest.mark.slow
 def test_missing_tensorboard_extra_is_one_clear_line(tmp_path: Path) -> None:
     event = tmp_path / "events.out.tfevents.1.host"
     event.write_bytes(b"\x18\x00\x00\x00\x00\x00\x00\x00\xa3\x7fK\"\t\x00\x00\x00\x00\x00\x00\x00"
@@ -120,6 +123,7 @@ def test_missing_tensorboard_extra_is_one_clear_line(tmp_path: Path) -> None:
                                    "(or: pip install tensorboard)")
 
 
+@pytest.mark.slow
 def test_watch_mlflow_metric_file_follows_appends(tmp_path: Path) -> None:
     run = write_mlflow(tmp_path)
     path = run / "metrics" / "train" / "loss"
@@ -138,6 +142,7 @@ def test_watch_mlflow_metric_file_follows_appends(tmp_path: Path) -> None:
     assert ev["finding"]["kind"] == "nonfinite" and ev["finding"]["start_step"] == 2000
 
 
+@pytest.mark.slow
 def test_watch_event_file_rereads_as_it_grows(tmp_path: Path) -> None:
     pytest.importorskip("tensorboard")
     import time
@@ -161,6 +166,7 @@ def test_watch_event_file_rereads_as_it_grows(tmp_path: Path) -> None:
     assert (ev["event"], ev["finding"]["kind"], ev["finding"]["start_step"]) == ("appeared", "nonfinite", 200)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("half_written", [False, True])
 def test_watch_trainer_state_rereads_when_rewritten(tmp_path: Path, half_written: bool) -> None:
     """The Trainer rewrites trainer_state.json whole, in place: watch re-reads it, and a read that
