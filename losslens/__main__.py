@@ -1,3 +1,4 @@
+"""`python -m losslens`: the command line."""
 from losslens.cli import main
 
 main()

@@ -38,6 +38,7 @@ STRATEGY_NAMES = ("static-sorted", "random", "bucketed-shuffle", "stride-interle
 
 
 class OutputFormat(StrEnum):
+    """--output-format: the reporters a log command can print with."""
     text = "text"
     json = "json"
     github = "github"
@@ -46,6 +47,7 @@ class OutputFormat(StrEnum):
 
 
 class Level(StrEnum):
+    """A severity as the options take it (--fail-on, --exit-on)."""
     info = "info"
     warning = "warning"
     error = "error"
@@ -57,12 +59,14 @@ DEFAULT_STRATEGY = Strategy("bucketed-shuffle")
 
 
 class Device(StrEnum):
+    """replay --device: where torch runs."""
     auto = "auto"
     cpu = "cpu"
     cuda = "cuda"
 
 
 class BsFrom(StrEnum):
+    """replay --bs-from: how a bucket's batch size follows from the token budget."""
     bound = "bound"
     max = "max"
 
@@ -606,6 +610,7 @@ def main_options(
 
 
 def main() -> None:
+    """The `losslens` entry point: Ctrl-C is exit 130, a closed stdout exit 141, never a traceback."""
     try:
         app()
     except KeyboardInterrupt:

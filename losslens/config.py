@@ -37,6 +37,8 @@ LOWEST: dict[str, int | float] = {"seed": 0, "cooldown_s": 0, "interval_s": 0.01
 
 @dataclass
 class Settings:
+    """The settings a losslens.toml or [tool.losslens] gives (defaults where it is silent);
+    ``registry()`` builds the detectors with their overrides."""
     format: str = "auto"
     fail_on: str = "error"
     ignore: list[str] = field(default_factory=list)
@@ -90,6 +92,8 @@ def _check(key: str, value: Any, default: Any, where: str) -> Any:
 
 
 def parse(data: dict[str, Any], where: str) -> Settings:
+    """Settings from a parsed TOML table; an unknown key or a value of the wrong type is a UsageError
+    naming the key and ``where``."""
     s = Settings(source=where)
     params = detector_parameters()
     for key, value in data.items():

@@ -23,6 +23,7 @@ NOT_LOGS = re.compile(r"^(requirements.*\.txt|vocab\.txt|merges\.txt|license(\.t
 
 @dataclass(frozen=True)
 class Target:
+    """A log to read, and whether the user named it (an error on it then needs no hint)."""
     path: str
     explicit: bool  # named by the user, or selected by a folder walk
 
@@ -36,6 +37,8 @@ class Walk:
 
 
 def expand(paths: list[str]) -> Walk:
+    """The logs that files, globs and run folders name (a folder is walked for its logs; an MLflow or
+    W&B run folder is one target), and the files passed over with why."""
     walk = Walk()
     for p in paths:
         if p == "-" or os.path.isfile(p):

@@ -11,6 +11,7 @@ SCHEMA = "losslens.report/1"
 
 
 class Severity(IntEnum):
+    """info < warning < error; ``check --fail-on`` compares against it."""
     INFO = 0
     WARNING = 1
     ERROR = 2
@@ -27,6 +28,8 @@ class Severity(IntEnum):
 
 
 class ExitCode(IntEnum):
+    """The contract's exit codes: 0 clean, 1 findings at --fail-on, 2 bad input; 130/141/143 for Ctrl-C,
+    a closed pipe, SIGTERM."""
     OK = 0
     FINDINGS = 1
     ERROR = 2

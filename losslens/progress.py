@@ -15,6 +15,7 @@ _listener: ContextVar[Listener | None] = ContextVar("losslens_progress", default
 
 
 def report(phase: str, done: int, total: int | None = None) -> None:
+    """Tell the listener of this context how far ``phase`` has got (nothing when none listens)."""
     fn = _listener.get()
     if fn is not None:
         fn(phase, done, total)
@@ -22,6 +23,7 @@ def report(phase: str, done: int, total: int | None = None) -> None:
 
 @contextmanager
 def listening(fn: Listener | None) -> Iterator[None]:
+    """Within the block, ``report`` calls go to ``fn`` (a progress bar)."""
     token = _listener.set(fn)
     try:
         yield

@@ -1,5 +1,7 @@
 """Detectors, one module per finding kind (trend.py: divergence, plateau, accuracy drop), in an
-explicit ordered registry."""
+explicit ordered registry. A detector is a frozen dataclass whose fields are its parameters
+(``Spike(z=8.0)``); ``detect(series)`` returns its findings, or a ``Skipped`` saying why it could
+not look; ``analysis.analyze`` runs the registry over every metric each detector wants."""
 
 from __future__ import annotations
 
@@ -28,4 +30,5 @@ REGISTRY: tuple[Detector, ...] = (
     ThroughputDrop(),
 )
 
-__all__ = ["REGISTRY", "Detector", "Series"]
+__all__ = ["REGISTRY", "AccuracyDrop", "Detector", "Divergence", "Ladder", "Multimodal", "NonFinite",
+           "Overfitting", "Periodicity", "PipelineStall", "Plateau", "Series", "Spike", "ThroughputDrop"]

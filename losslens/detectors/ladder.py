@@ -17,6 +17,7 @@ from losslens.findings import Finding, Severity, Skipped
 
 @dataclass(frozen=True)
 class Episode:
+    """One climb of a ladder: where it starts and peaks, and its regular increments."""
     start: int  # index of the low point the climb starts from
     peak: int  # index of the top of the climb
     increments: np.ndarray  # the regular core of the climb's increments

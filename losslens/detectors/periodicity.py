@@ -33,6 +33,8 @@ def spectrum(grid: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray, np.
 
 @dataclass(frozen=True)
 class Fold:
+    """The series folded at one period: its share of the variance, its BIC as a model, and the
+    autocorrelation at that lag."""
     period: float
     share: float  # share of the de-trended variance in the folded profile, beyond chance
     bic: float  # the folded profile as a model of the residual: n·log(SSW/n) + bins·log(n)

@@ -13,6 +13,7 @@ from losslens.findings import Finding, Severity, Skipped
 
 
 def queue_metric(name: str) -> bool:
+    """A producer/consumer queue column (``q_*`` or ``*queue*``, plain or the min/mean of a list)."""
     base = name.removesuffix("_min").removesuffix("_mean")
     return (base.startswith("q_") or "queue" in base) and name.endswith(("_min", "_mean")) or \
         (name.startswith("q_") or "queue" in name) and not name.endswith(("_min", "_mean"))

@@ -9,6 +9,7 @@ STRUCTURES = ("ladder", "multimodal")
 
 
 def same_series(a: Finding, b: Finding) -> bool:
+    """Two findings of the same metric in the same restart segment."""
     return a.metric == b.metric and a.segment == b.segment
 
 

@@ -27,6 +27,7 @@ def rolling_median(x: np.ndarray, window: int, center: bool = True) -> np.ndarra
 
 
 def rolling_mean(x: np.ndarray, window: int) -> np.ndarray:
+    """A centred rolling mean over ``window`` records (fewer at the ends; NaN left out)."""
     s = pl.Series(x.astype(np.float64)).fill_nan(None)
     w = max(1, min(window, len(x)))
     return s.rolling_mean(window_size=w, center=True, min_samples=1).to_numpy()

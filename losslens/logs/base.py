@@ -60,6 +60,7 @@ def _iso(text: str) -> datetime | None:
 
 
 def leading_time(line: str) -> datetime | None:
+    """The wall time a line starts with (a capture's timestamp), or None."""
     m = TIMESTAMP.match(line)
     return _iso(m.group(1)) if m else None
 

@@ -74,6 +74,7 @@ def normalised(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def narrowable(s: pl.Series) -> bool:
+    """A float64 column whose every value float32 holds exactly (see ``narrow``)."""
     return s.dtype == pl.Float64 and s.null_count() < s.len() and \
         narrow(s.drop_nulls().to_numpy()) is not None
 

@@ -16,6 +16,7 @@ SUMMARY_KEYS = ("train_runtime", "total_flos")
 
 
 def flatten(obj: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """A nested mapping as ('a/b', value) pairs."""
     out: list[tuple[str, Any]] = []
     for k, v in obj.items():
         key = f"{prefix}{k}"
@@ -27,6 +28,8 @@ def flatten(obj: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
 
 
 def as_text(v: Any) -> str | None:
+    """A JSON value as the text a line reader would see (NaN as 'nan', a numeric list as '[...]'), or
+    None when it is not a metric."""
     if isinstance(v, bool) or v is None:
         return None
     if isinstance(v, float):

@@ -64,6 +64,8 @@ def canonical(key: str) -> str:
 
 
 def is_eval(name: str) -> bool:
+    """An evaluation metric: its canonical name starts with ``eval_`` (``canonical`` maps
+    val_*, valid/*, eval/* and the like there)."""
     return name.startswith("eval_")
 
 
@@ -107,6 +109,7 @@ MAGNITUDE = {"M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 
 
 def unit_scale(unit: str) -> float | None:
+    """The factor a unit suffix multiplies a value by (K, M, ms, %...), or None for no known unit."""
     if unit in MAGNITUDE:
         return MAGNITUDE[unit]
     u = unit.lower()
@@ -166,6 +169,7 @@ def parse_list(text: str) -> list[float] | None:
 
 
 def parse_value(text: str) -> float | list[float] | None:
+    """A printed value: a number (nan/inf spellings included), a [..] list of numbers, or None."""
     t = text.strip()
     if t.startswith("[") and t.endswith("]"):
         return parse_list(t)

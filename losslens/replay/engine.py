@@ -20,6 +20,8 @@ __all__ = ["EXACTNESS", "SCHEMA", "STRATEGIES", "Epoch", "Plan", "batch_table", 
 
 
 def pick_device(name: str = "auto") -> torch.device:
+    """The torch device: CUDA when asked for or (auto) present, else the CPU; --device cuda without CUDA
+    is a UsageError."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():

@@ -68,6 +68,8 @@ def expected_longest_run(p: float, n: int) -> float:
 
 def order_stats(epochs: list[Epoch], plan: Plan, grad_accum: int = 1, world_size: int = 1,
                 k_run: int = 4) -> dict:
+    """What a batch sequence looks like: batches per epoch, bucket shares, padding efficiency, budget
+    use, the longest same-bucket run and runs of at least ``k_run`` per 1000 batches, and its period."""
     bucket = torch.cat([e.bucket for e in epochs])
     size = torch.cat([e.size for e in epochs])
     max_len = torch.cat([e.max_len for e in epochs])

@@ -65,6 +65,7 @@ class Epoch:
 
 
 def bucketize(lengths: torch.Tensor, plan: Plan) -> torch.Tensor:
+    """Each length's bucket index (0..K-1) under the plan's exclusive upper bounds."""
     edges = torch.tensor(plan.bounds[1:-1], dtype=lengths.dtype, device=lengths.device)
     return torch.bucketize(lengths, edges, right=True)  # (n,) 0..K-1
 

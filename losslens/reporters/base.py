@@ -30,6 +30,7 @@ class Context:
 
 
 class Reporter(Protocol):
+    """An output format (see the module's docstring)."""
     name: str
 
     def log(self, result: Result, ctx: Context) -> Any:

@@ -31,6 +31,7 @@ def minmax_downsample(x: np.ndarray, y: np.ndarray, columns: int) -> tuple[np.nd
 
 
 def fmt(v: float) -> str:
+    """A number in at most 4 significant digits."""
     return f"{v:.4g}"
 
 

@@ -6,7 +6,6 @@ result's ``report`` is None when the log could not be read (its ``error`` says w
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 from xml.sax.saxutils import escape, quoteattr
@@ -14,6 +13,7 @@ from xml.sax.saxutils import escape, quoteattr
 from losslens import __version__
 from losslens.findings import Finding, Report, Severity, jsonable
 from losslens.reporters.base import Context, Streaming
+from losslens.reporters.jsonl import dumps
 
 if TYPE_CHECKING:
     from losslens.runner import Result
@@ -130,7 +130,7 @@ def sarif(outcomes: Sequence[Outcome], rules: dict[str, str]) -> str:
             "results": results,
             "invocations": [{"executionSuccessful": not notifications,
                              "toolExecutionNotifications": notifications}]}]}
-    return json.dumps(doc, indent=2, allow_nan=False) + "\n"
+    return dumps(doc, indent=2) + "\n"
 
 
 class GitHub(Streaming):
@@ -143,6 +143,7 @@ class GitHub(Streaming):
 
 
 class JUnit:
+    """--output-format junit: one XML document for the whole run, printed at the end."""
     name = "junit"
 
     def log(self, result: Result, ctx: Context) -> None:
@@ -155,6 +156,7 @@ class JUnit:
 
 
 class Sarif:
+    """--output-format sarif: one SARIF 2.1.0 document for the whole run, printed at the end."""
     name = "sarif"
 
     def log(self, result: Result, ctx: Context) -> None:

@@ -253,6 +253,9 @@ def index(pages: list[tuple[Report, str]], folder: str) -> str:
 
 def render(report: Report, log, replay_steps: np.ndarray | None = None,
            replay_buckets: np.ndarray | None = None, correlation: dict | None = None) -> str:
+    """The post-mortem page of one log: the report's head, a linked panel per metric with its findings
+    shaded, the periodogram and histogram of structure findings; with a replay, the bucket of each
+    step under the loss."""
     x = log.train["step"].to_numpy().astype(np.float64) if log.train.height else np.zeros(0)
     x0, x1 = (float(x.min()), float(x.max())) if len(x) else (0.0, 1.0)
     panels, constant = [], []

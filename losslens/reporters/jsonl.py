@@ -1,5 +1,6 @@
 """JSON out, written in one place: the contract's report (one object per log, one line each),
-watch's alert events and the replay report. Never NaN or Infinity (``jsonable`` makes them null)."""
+watch's alert events, the replay report and the SARIF document. Never NaN or Infinity
+(``jsonable`` makes them null)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,15 @@ if TYPE_CHECKING:
     from losslens.runner import Result
 
 
-def dumps(obj: Any, compact: bool = False) -> str:
-    """One line of JSON; ``compact`` without spaces after separators (the analysis report)."""
-    return json.dumps(jsonable(obj), allow_nan=False, separators=(",", ":") if compact else None)
+def dumps(obj: Any, compact: bool = False, indent: int | None = None) -> str:
+    """JSON text: one line (``compact``: without spaces after separators, the analysis report),
+    or a document indented by ``indent`` (SARIF)."""
+    return json.dumps(jsonable(obj), allow_nan=False, indent=indent,
+                      separators=(",", ":") if compact else None)
 
 
 def render(report: Report) -> str:
+    """The contract's JSON report of one log, on one line."""
     return dumps(report.as_dict(), compact=True)
 
 

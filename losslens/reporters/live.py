@@ -17,6 +17,7 @@ from losslens.watch.watcher import Event, Watcher
 
 
 def sparkline(values: list[float], width: int = 60) -> str:
+    """The last ``width`` values as block characters (NaN left out)."""
     vals = [v for v in values[-width:] if v == v]  # drop NaN
     if not vals:
         return ""
@@ -25,6 +26,8 @@ def sparkline(values: list[float], width: int = 60) -> str:
 
 
 class View:
+    """What watch shows: a live table on a terminal, else one line per event (text) or one JSON object
+    per event; ``summary`` at the end."""
     def __init__(self, watcher: Watcher, json: bool, console: Console, err: Console, quiet: bool = False):
         self.w = watcher
         self.json = json

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 
 def render(report: Report) -> str:
+    """A short Markdown summary of one log (for a CI comment)."""
     s, lines = report.steps, report.lines
     out = [f"### losslens: `{report.source}`", "",
            f"{report.format}, {s['count']:,} records (steps {s['first']}–{s['last']}), "

@@ -12,6 +12,7 @@ COLORS = {Severity.ERROR: "#d62728", Severity.WARNING: "#ff7f0e", Severity.INFO:
 
 
 def write(report: Report, log, path: str) -> None:
+    """The main panels of one log as a picture (.png, .svg or .pdf; needs matplotlib)."""
     try:
         import matplotlib
 

@@ -12,6 +12,8 @@ from losslens.reporters.text import cells as _cells
 
 
 def render(r: dict[str, Any]) -> Group:
+    """The replay report for a terminal: a table per strategy, the chance line, bounds and the
+    correlation."""
     p = r["plan"]
     head = Text(f"{r['samples']:,} samples; bounds {p['bounds']}; budget {p['token_budget']}, "
                 f"≤{p['max_batch_size']}/batch → batch size per bucket {p['bucket_batch_size']} "

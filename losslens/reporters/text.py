@@ -73,6 +73,7 @@ def _size(f: Finding) -> float:
 
 
 def group_line(kind: str, metric: str, rest: list[Finding]) -> str:
+    """The line that stands for the rest of a flood of one kind."""
     worst = max(f.severity for f in rest)
     return (f"… {len(rest)} more {kind} finding(s) on {metric} (worst {worst}), steps "
             f"{min(f.start_step for f in rest)}–{max(f.end_step for f in rest)}; --all lists every one")
@@ -80,6 +81,8 @@ def group_line(kind: str, metric: str, rest: list[Finding]) -> str:
 
 def analyze_view(report: Report, log: LogData, width: int = 100, show_all: bool = False,
                  verbose: bool = False) -> RenderableType:
+    """`analyze` on a terminal: what was read (lines, records, metrics, the loss column, segments, skip
+    reasons), notes, the findings table and a loss sparkline."""
     lines = report.lines
     head = Text.assemble(
         (report.source, "bold"), f" — format {report.format}; {_n(lines['total'])} lines: ",
@@ -166,6 +169,7 @@ def _named(metric: str, log: LogData) -> str:
 
 
 def findings_table(report: Report, show_all: bool = False) -> RenderableType:
+    """The findings as a table, worst first (floods grouped unless ``show_all``)."""
     if not report.findings:
         return Text("no findings", style="green")
     table = Table(title=f"{len(report.findings)} finding(s)", title_justify="left")

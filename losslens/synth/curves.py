@@ -10,6 +10,7 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Curve:
+    """A generated series: steps, loss values and its ground truth (``truth``: the kind and where)."""
     steps: np.ndarray  # (n,) int
     loss: np.ndarray  # (n,) float
     truth: dict
@@ -116,6 +117,7 @@ CLEAN_FAMILIES = ("powerlaw", "warmup", "uneven", "epoch_drops", "heavy_tails", 
 
 # --- labelled health curves ------------------------------------------------------------------------
 def with_nan(n: int = 800, at: int = 500, seed: int = 0) -> Curve:
+    """A decaying loss that turns NaN at step ``at`` and stays NaN."""
     c = clean("powerlaw", n, seed)
     loss = c.loss.copy()
     loss[at:] = np.nan
@@ -124,6 +126,7 @@ def with_nan(n: int = 800, at: int = 500, seed: int = 0) -> Curve:
 
 def with_spikes(n: int = 2000, at: tuple[int, ...] = (700, 1400), height: float = 2.0,
                 seed: int = 0) -> Curve:
+    """A power-law loss whose values at the indices ``at`` are ``height`` times what they were."""
     c = clean("powerlaw", n, seed)
     loss = c.loss.copy()
     for i in at:
@@ -132,12 +135,15 @@ def with_spikes(n: int = 2000, at: tuple[int, ...] = (700, 1400), height: float 
 
 
 def diverging(n: int = 2000, turn: int = 1200, rate: float = 0.8, seed: int = 0) -> Curve:
+    """A power-law loss whose level turns up at ``turn`` and is ``1 + rate`` times higher by the
+    end."""
     c = clean("powerlaw", n, seed)
     ramp = np.where(c.steps > turn, (c.steps - turn) / (n - turn), 0.0)
     return Curve(c.steps, c.loss * (1 + rate * ramp), {"kind": "divergence", "turn": turn})
 
 
 def stuck(n: int = 500, level: float = 7.6, seed: int = 0) -> Curve:
+    """A loss that never learns: noise around ``level``, logged every 50 steps."""
     rng = np.random.default_rng(seed)
     return Curve(np.arange(n) * 50, level + rng.normal(0, 0.05, n), {"kind": "plateau"})
 
@@ -154,6 +160,7 @@ def accuracy_drop(n: int = 1000, turn: int = 600, seed: int = 0) -> tuple[Curve,
 
 def throughput_drop(n: int = 2000, turn: int = 1300, drop: float = 0.35, seed: int = 0
                     ) -> tuple[Curve, np.ndarray]:
+    """A loss and a tokens/s column that falls by ``drop`` at ``turn`` and stays down."""
     rng = np.random.default_rng(seed)
     steps = np.arange(n)
     tps = 32000 * np.where(steps >= turn, 1 - drop, 1.0) * np.exp(rng.normal(0, 0.03, n))

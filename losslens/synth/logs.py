@@ -77,6 +77,8 @@ def seed004_lines() -> list[str]:
 
 def nanogpt_lines(n_iters: int = 200, every: int = 5, eval_every: int = 100, seed: int = 0,
                   nan_from: int | None = None) -> list[str]:
+    """nanoGPT's console: an 'iter' line every ``every`` iterations and an eval line every
+    ``eval_every``."""
     rng = np.random.default_rng(seed)
     out = []
     for it in range(0, n_iters + 1, every):
@@ -93,6 +95,7 @@ def nanogpt_lines(n_iters: int = 200, every: int = 5, eval_every: int = 100, see
 
 
 def jsonl_lines(n: int = 50, seed: int = 0) -> list[str]:
+    """JSON Lines: train/ metrics every 10 steps, an eval/loss record every 100."""
     rng = np.random.default_rng(seed)
     out = []
     for i in range(1, n + 1):
@@ -105,6 +108,7 @@ def jsonl_lines(n: int = 50, seed: int = 0) -> list[str]:
 
 
 def megatron_lines(n: int = 30, seed: int = 0, rank_prefix: str = "") -> list[str]:
+    """Megatron-LM iteration lines (behind ``rank_prefix`` when given)."""
     rng = np.random.default_rng(seed)
     out = []
     for i in range(1, n + 1):

@@ -36,6 +36,8 @@ PASSED = "before the start (--tail / --from-end)"
 
 @dataclass
 class Active:
+    """A finding the watcher is tracking: how many analyses saw it or missed it in a row, and whether
+    (and when, at which severity) it was announced."""
     finding: Finding
     seen: int = 0
     missing: int = 0
@@ -46,6 +48,8 @@ class Active:
 
 @dataclass
 class Event:
+    """An alert: a finding that appeared, changed severity, was repeated after the cool-down, or
+    cleared."""
     event: str  # appeared | changed | repeated | cleared
     finding: Finding
     at: float = field(default_factory=time.time)

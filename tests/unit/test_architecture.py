@@ -155,3 +155,26 @@ def test_light_imports_stay_light() -> None:
             "print(sorted(m for m in ('polars', 'numpy', 'torch', 'losslens.logs') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_public_code_says_what_it_is() -> None:
+    """Every module, public class and public function has a docstring; every package lists its
+    public API in ``__all__``, and each name listed is there."""
+    import ast
+    import importlib
+
+    root = Path(cli.__file__).parent
+    missing = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        name = str(path.relative_to(root))
+        if not ast.get_docstring(tree):
+            missing.append(name)
+        missing += [f"{name}: {n.name}" for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)
+                    and not n.name.startswith("_") and not ast.get_docstring(n)]
+        if path.name == "__init__.py" and "formats" not in path.parts:  # (a format is a module)
+            module = "losslens" + "".join(f".{p}" for p in path.parent.relative_to(root).parts)
+            package = importlib.import_module(module)
+            assert package.__all__, module
+            assert all(hasattr(package, n) for n in package.__all__), module
+    assert missing == []

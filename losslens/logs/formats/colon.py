@@ -276,6 +276,8 @@ def _is_colon_record(line: str) -> bool:
 
 
 class Colon(Format):
+    """--format colon: loose console lines of 'key: value' or 'word number' pairs around a step (Keras,
+    timm, mmengine, custom prints); generic, chosen only when no specific format reads the log."""
     name = "colon"
     generic = True  # Megatron, torchtitan, modded-nanogpt lines have 'key: value' pairs too
     title = ("'key: value' lines (Keras fit() stdout, 'Step 100 | loss: 2.31 | lr: 1e-4' loggers, "

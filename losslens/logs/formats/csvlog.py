@@ -85,6 +85,7 @@ def _csv_header(lines: list[str]) -> str | None:
 
 
 class Csv(Format):
+    """--format csv: a header row and one row per logged step."""
     name = "csv"
     title = "CSV with a header (W&B export, Lightning metrics.csv with sparse rows, Keras CSVLogger)"
     example = "epoch,accuracy,learning_rate,loss,val_accuracy,val_loss"

@@ -57,6 +57,7 @@ class _FairseqParser(RegexLineParser):
 
 
 class Fairseq(Format):
+    """--format fairseq: train_inner and valid lines."""
     name = "fairseq"
     title = "fairseq simple log (| train_inner | epoch 001: 100 / 1021 loss=..., num_updates=...)"
     example = ("2024-05-31 15:45:00 | INFO | train_inner | epoch 001:    100 / 1021 loss=12.835, "

@@ -18,6 +18,7 @@ STEP_LINE = re.compile(r'^\s*"step":\s*(\d+)')
 
 
 class TrainerState(Format):
+    """--format trainer-state: trainer_state.json's log_history, read whole."""
     name = "trainer-state"
     title = "Hugging Face trainer_state.json (log_history: train and eval entries)"
     example = '{"log_history": [{"epoch": 0.0, "learning_rate": 0.0199, "loss": 2.6644, "step": 10}]}'
@@ -143,6 +144,7 @@ class _HFParser(RegexLineParser):
 
 
 class HFStdout(Format):
+    """--format hf: the Trainer's printed dicts ({'loss': ..., 'epoch': ...}) among progress bars."""
     name = "hf"
     keeps_records = True  # finish() may rebuild the steps of buffered output
     title = ("Hugging Face Trainer / TRL / ms-swift stdout: {'loss': ...} dicts (string values "

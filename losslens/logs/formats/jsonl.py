@@ -34,6 +34,7 @@ class _JsonlParser(RegexLineParser):
 
 
 class JsonLines(Format):
+    """--format jsonl: one JSON object per line."""
     name = "jsonl"
     title = ("JSON Lines metrics, any key naming (LLaMA-Factory trainer_log.jsonl, ms-swift "
              "logging.jsonl, train/loss, NaN/Infinity literals)")
@@ -56,6 +57,7 @@ class JsonLines(Format):
 
 # --- JSON array of records (W&B run.history() / pandas dumps) ---------------------------------
 class JsonRecords(Format):
+    """--format json-records: one JSON array of records, decoded a record at a time."""
     name = "json-records"
     title = "a JSON array of metric records (W&B run.history() or pandas to_json dumps: _step, train/loss)"
     example = '[{"_step": 0, "train/loss": 3.12, "lr": 0.0001}, {"_step": 1, "train/loss": 3.05}]'

@@ -67,6 +67,7 @@ class _LightningParser(RegexLineParser):
 
 
 class Lightning(Format):
+    """--format lightning: the progress bar's postfix values (train_loss=...) at each step it shows."""
     name = "lightning"
     title = "PyTorch Lightning progress bar on stdout (Epoch N: …| b/N [… train_loss=…]), '\\r' redraws"
     example = "Epoch 3:  20%|██        | 20/100 [00:02<00:08,  9.50it/s, v_num=0, train_loss=2.340]"

@@ -70,6 +70,7 @@ class _MegatronParser(RegexLineParser):
 
 
 class Megatron(Format):
+    """--format megatron: ' iteration N/ M | lm loss: X | ...' and validation lines."""
     name = "megatron"
     title = "Megatron-LM / Megatron-DeepSpeed console ( iteration N/ M | ... | lm loss: X | ...)"
     example = (" iteration    29050/  311541 | consumed samples:     10728784 | elapsed time per "

@@ -32,6 +32,7 @@ class _MlflowMetricParser(RegexLineParser):
 
 
 class MlflowMetric(Format):
+    """--format mlflow: an MLflow metric file (timestamp value step per line)."""
     name = "mlflow"
     title = ("MLflow file store: a run folder (mlruns/<exp>/<run>/metrics/*) or one metric file "
              "('timestamp value step' lines; the file name is the metric)")
@@ -45,6 +46,7 @@ class MlflowMetric(Format):
 
 
 def is_mlflow_run(path: Path) -> bool:
+    """A folder of an MLflow file store run (meta.yaml and a metrics/ folder)."""
     return path.is_dir() and (path / "metrics").is_dir() and (path / "meta.yaml").exists()
 
 

@@ -45,6 +45,7 @@ class _NanoParser(RegexLineParser):
 
 
 class NanoGPT(Format):
+    """--format nanogpt: 'iter N: loss X, time Yms' and 'step N: train loss X, val loss Y'."""
     name = "nanogpt"
     title = "nanoGPT train.py stdout"
     example = "iter 425: loss nan, time 1431.27ms, mfu 0.01%"
@@ -111,6 +112,7 @@ class _ModdedParser(RegexLineParser):
 
 
 class ModdedNanoGPT(Format):
+    """--format modded-nanogpt: 'step:N/T train_loss:X ...' and llm.c's 's:N trl:X' lines."""
     name = "modded-nanogpt"
     title = "modded-nanogpt / llm.c main.log (step:N/T train_loss:X, s:N trl:X)"
     example = "step:14257/19073 train_loss:6.2790 train_time:5586124ms step_avg:391.87ms"

@@ -52,6 +52,7 @@ class _OlmoParser(RegexLineParser):
 
 
 class Olmo(Format):
+    """--format olmo: a '[step=N/T]' head line, then one indented key=value line per metric."""
     name = "olmo"
     title = "OLMo console: '[step=N/T,epoch=E]' followed by indented key=value lines"
     example = "2025-12-12 11:05:02.009\thost:0\tolmo.train:979\tINFO\t[step=1/15000,epoch=0]"

@@ -10,6 +10,7 @@ from losslens.logs.sink import Accounting, Sink
 
 
 class TensorBoard(Format):
+    """--format tensorboard: an event file's scalars (needs the tensorboard extra)."""
     name = "tensorboard"
     title = ("TensorBoard event files (events.out.tfevents.*): scalars, tensor-encoded too; needs "
              "the tensorboard extra")
@@ -27,6 +28,7 @@ TB_HINT = "pip install 'losslens[tensorboard]' (or: pip install tensorboard)"
 
 
 def is_event_file(path: str) -> bool:
+    """A TensorBoard event file, by its name or its first bytes."""
     if "tfevents" in os.path.basename(path):
         return True
     try:

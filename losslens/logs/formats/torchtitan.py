@@ -40,6 +40,7 @@ class _TitanParser(RegexLineParser):
 
 
 class TorchTitan(Format):
+    """--format torchtitan: 'step: N  loss: X  memory: ...  tps: ...' with the colours stripped."""
     name = "torchtitan"
     title = "torchtitan console (step: N  loss: X  memory: ...  tps: ...), ANSI colours stripped"
     example = ("[titan] 2025-01-08 10:00:00,000 - root - INFO - step: 10  loss:  7.6442  "

@@ -29,6 +29,7 @@ TOKRATE_SCALE = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9}
 
 
 def kv_pairs(line: str) -> list[tuple[str, str]]:
+    """The (key, value) pairs of a key=value line."""
     return [(k, v) for k, _, v in KV.findall(line)]
 
 
@@ -60,6 +61,8 @@ def _is_kv_record(line: str) -> bool:
 
 
 class KeyValue(Format):
+    """--format kv: key=value fields (also 'key = value'), lists as [a, b], a token rate in parentheses;
+    a whole file is read vectorised."""
     name = "kv"
     title = "key=value lines (DFlash drafter monitor, Python logging of step=/loss=/lr=, ...)"
     example = ("[2026-05-15 21:26:03] step=338 loss=0.8183 acc=0.055 streak=1.2 lr=8.81e-05 "

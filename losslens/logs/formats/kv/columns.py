@@ -31,6 +31,8 @@ VALUE_END = r"[\s|,;\[\]()]"
 
 @dataclass(frozen=True)
 class Template:
+    """The shape of one kind of key=value line (its keys in order and the text between them), from which
+    a chunk of such lines is read column by column."""
     keys: tuple[str, ...]
     lead: tuple[str, ...]  # the text between the previous value (or the line's start) and a key;
     # '\x00' + its last character where that text varies (holds numbers)
