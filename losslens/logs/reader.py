@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from losslens.errors import FormatError, InputError
 from losslens.logs.base import RANK_PREFIX, Format, strip_prefixes
@@ -43,6 +44,23 @@ def strips(fmt: Format, lines: list[str]) -> bool:
     fed to it without them)."""
     raw, stripped = _samples(lines)
     return stripped != raw and fmt.sniff(stripped) > fmt.sniff(raw)
+
+
+def whole_document(path: str) -> bool:
+    """A log that is read as one document, not line by line (so watch re-reads it whole when it
+    changes): an event file, an MLflow run folder, a JSON document (trainer_state.json, a
+    history dump)."""
+    from losslens.logs.formats import mlflow, tensorboard
+
+    if mlflow.is_mlflow_run(Path(path)):
+        return True
+    if not os.path.isfile(path):
+        return False
+    if tensorboard.is_event_file(path):
+        return True
+    with open(path, "rb") as f:
+        head = f.read(1 << 16)
+    return b'"log_history"' in head or head.lstrip().startswith(b"[{")
 
 
 def read_log(path: str | os.PathLike[str], format: str | None = None) -> LogData:

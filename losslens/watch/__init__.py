@@ -6,8 +6,8 @@ truncation. ``watcher``: lines in, debounced events out, on a bounded window of 
 """
 
 from losslens.watch.follower import Follower, Splitter, complete_lines, lines_from
-from losslens.watch.session import Verdict, follow, followable, record_source
+from losslens.watch.session import Verdict, follow, followable
 from losslens.watch.watcher import Active, Event, Watcher
 
 __all__ = ["Active", "Event", "Follower", "Splitter", "Verdict", "Watcher", "complete_lines", "follow",
-           "followable", "lines_from", "record_source"]
+           "followable", "lines_from"]

@@ -14,8 +14,7 @@ from pathlib import Path
 from losslens.errors import LossLensError, UsageError
 from losslens.findings import ExitCode, Severity
 from losslens.logs import read_log
-from losslens.logs.formats.mlflow import is_mlflow_run
-from losslens.logs.formats.tensorboard import is_event_file
+from losslens.logs.reader import whole_document
 from losslens.logs.registry import BY_NAME
 from losslens.logs.source import decode_lines
 from losslens.watch.follower import lines_from
@@ -79,27 +78,13 @@ def followable(log: str, fmt: str, tail: int | None = None) -> None:
                                  "`losslens check` or `analyze` read it whole", source=log)
 
 
-def record_source(path: str) -> bool:
-    """A log that is re-read whole when it changes: an event file, an MLflow run folder, a whole
-    JSON document (trainer_state.json, a history dump)."""
-    if is_mlflow_run(Path(path)):
-        return True
-    if not os.path.isfile(path):
-        return False
-    if is_event_file(path):
-        return True
-    with open(path, "rb") as f:
-        head = f.read(1 << 16)
-    return b'"log_history"' in head or head.lstrip().startswith(b"[{")
-
-
 def follow(log: str, watcher: Watcher, interval: float, confirm: int = 2,
            tail: int | None = None) -> Generator[list[Event], None, None]:
     """The events of each analysis while ``log`` is followed ('-': standard input), an empty list
     between analyses (a moment to refresh a view and show new ``watcher.notes``). Ends at the end
     of standard input, after ``confirm`` settling analyses; a file is followed until the caller
     stops asking. ``tail``: start at the file's last ``tail`` lines (0: its end)."""
-    if log != "-" and record_source(log):
+    if log != "-" and whole_document(log):
         if tail is not None:
             raise UsageError("--tail and --from-end start inside a line log; this one is re-read "
                              "whole when it changes", source=log)
