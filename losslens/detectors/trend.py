@@ -74,8 +74,12 @@ class Divergence(Detector):
 class Plateau(Detector):
     """No learning: the loss trend improves less than min_improvement over the run while the LR is
     still above lr_floor × its peak (warning when the loss also stays above high_loss, else info).
+    A loss that stays above high_loss (an LM near its initial ln(vocabulary)) and moves by less than
+    stuck_tolerance is stuck too: a slowly wandering level (a random walk in the batches) moves it
+    by a few percent without any learning, while real runs at such losses fall by 15 % and more.
 
-    min_points: records needed."""
+    min_points: records needed. min_improvement, stuck_tolerance: relative change of the median
+    of the last tenth against the first."""
 
     name = "plateau"
     title = "no learning: the trend does not improve over a long stretch while the LR is not ~0"
@@ -85,6 +89,7 @@ class Plateau(Detector):
     min_improvement: float = 0.01
     high_loss: float = 4.0
     lr_floor: float = 0.1
+    stuck_tolerance: float = 0.05
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
         v, steps = series.finite()
@@ -94,7 +99,8 @@ class Plateau(Detector):
         d = max(5, n // 10)
         first, last = float(np.median(v[:d])), float(np.median(v[-d:]))
         improvement = (first - last) / abs(first) if first else 0.0
-        if abs(improvement) >= self.min_improvement:
+        high = first >= self.high_loss and last >= self.high_loss
+        if abs(improvement) >= (self.stuck_tolerance if high else self.min_improvement):
             return []  # improving, or getting worse (divergence's business): not flat
         sched = lr_schedule((series.context or {}).get("lr"))
         if sched is not None and sched["last_lr"] < self.lr_floor * sched["peak_lr"]:
