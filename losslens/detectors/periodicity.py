@@ -160,12 +160,11 @@ class Periodicity(Detector):
         """A period at a ladder's own period (or 2 or 3 times it): the ladder says it, with its
         cause; a short log's cycles under an accumulator ladder are that ladder's climbs."""
         ladders = [g for g in structures(finding, findings) if g.kind == "ladder"]
+        if "cycle_top" in finding.evidence:  # (a ladder that is not an accumulator is these cycles)
+            return any(g.evidence.get("cause") == "accumulator" for g in ladders)
         period = finding.evidence.get("period_steps", 0.0)
-        if any((p := ladder_period(g)) and any(abs(period - m * p) <= 0.15 * m * p for m in (1, 2, 3))
-               for g in ladders):
-            return True
-        return "cycle_top" in finding.evidence and \
-            any(g.evidence.get("cause") == "accumulator" for g in ladders)
+        return any((p := ladder_period(g)) and any(abs(period - m * p) <= 0.15 * m * p for m in (1, 2, 3))
+                   for g in ladders)
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
         v, steps = series.finite()

@@ -335,3 +335,22 @@ def test_a_stuck_run_whose_level_wanders_is_a_plateau() -> None:
         assert f.severity == Severity.WARNING and f.evidence["stuck_high"]
     falling = np.log(32_000) * np.linspace(1, 0.85, 800) * np.exp(rng.normal(0, 0.01, 800))
     assert of(analyze(from_arrays(np.arange(800) * 10, loss=falling)), "plateau") == []
+
+
+def test_short_cycles_that_the_ladder_also_sees_are_reported_once() -> None:
+    """A pasted 28-record log of 4 accelerating 7-record climbs: the ladder detector sees climbs
+    at the cycle's period (not an accumulator) and the short-log fold sees the cycles. The ladder
+    is those cycles and the cycles are not the ladder's: one periodicity finding (both used to
+    drop each other, leaving nothing)."""
+    from losslens.detectors import Ladder, Series
+
+    # a JSON Lines paste logged every 10 steps, each record the mean of 10 steps
+    loss = np.array([1.2457, 1.307, 1.506, 1.7417, 2.1002, 2.533, 3.015, 1.1623, 1.2592, 1.4587,
+                     1.746, 2.0267, 2.4695, 2.955, 1.1842, 1.1958, 1.4309, 1.7173, 1.9279, 2.3775,
+                     2.8657, 1.1835, 1.2043, 1.3678, 1.6437, 1.9445, 2.3254, 2.7657])
+    steps = np.arange(1, 29) * 10
+    ladder = Ladder().detect(Series("loss", steps, loss))
+    assert isinstance(ladder, list) and [f.evidence["cause"] for f in ladder] == ["batch_composition"]
+    report = analyze(from_arrays(steps, loss=loss))
+    assert [(f.kind, f.evidence["period_records"], f.evidence["cycles"]) for f in report.findings] == \
+        [("periodicity", 7, 4)]
