@@ -13,7 +13,7 @@ from losslens.errors import UsageError
 if TYPE_CHECKING:
     import numpy as np
 
-    from losslens.findings import Finding, Report
+    from losslens.findings import Report
     from losslens.logs import LogData
 
 SCHEMA = "losslens.replay/1"
@@ -92,10 +92,6 @@ class ReplayReport:
     data: LogData | None = field(default=None, repr=False)
     analysed: Report | None = None
     step_bucket: np.ndarray | None = field(default=None, repr=False)
-
-    @property
-    def findings(self) -> list[Finding]:
-        return list(self.analysed.findings) if self.analysed is not None else []
 
     def batches(self):
         """Per-batch polars table: epoch, batch, step, rank, bucket, samples, lengths, tokens."""

@@ -210,3 +210,28 @@ def test_ladder_peaks_fall_in_long_bucket_runs() -> None:
     assert res["events"] >= 5
     assert res["events_in_runs_ge_4"] > res["events_in_runs_null_mean"]
     assert res["events_in_runs_p_value"] <= 0.01
+
+
+def test_a_replay_request_is_checked_before_torch_loads() -> None:
+    """replay.run(ReplayRequest) is the library path: a bad request is a UsageError naming the
+    option, raised before torch is imported; a sound one runs and answers a ReplayReport."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom losslens.errors import UsageError\nfrom losslens.replay import ReplayRequest\n"
+            "try:\n    ReplayRequest(lengths='x.npy', bounds=(0, 100, 200))\nexcept UsageError as e:\n"
+            "    print(e, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "the last bound (200) must exceed --max-seq-len (8192): bounds are exclusive False"
+
+
+def test_run_answers_a_replay_report(tmp_path) -> None:
+    from losslens.replay import ReplayRequest, run
+
+    lengths = tmp_path / "lengths.npy"
+    np.save(lengths, np.array([100, 900, 1500, 3000, 50, 8000, 2500, 700] * 50))
+    report = run(ReplayRequest(lengths=str(lengths), seed=3, device="cpu"))
+    assert report.summary["samples"] == 400 and report.summary["strategy"] == "bucketed-shuffle"
+    batches = report.batches()
+    assert batches["samples"].sum() == 400 and report.steps().height == batches.height
+    assert report.analysed is None and report.data is None  # no --log
