@@ -85,6 +85,8 @@ def test_hf_stdout_steps_from_tqdm_and_string_values() -> None:
     assert qwen.train["step"].to_list()[:3] == [10, 20, 30]
     assert qwen.train["loss"][0] == 2.1095  # on the same physical line as the tqdm redraws
     assert qwen.eval["eval_loss"].to_list()[0] == pytest.approx(1.382, abs=5e-4)
+    # buffered stdout: steps rebuilt, each eval at the step of the last train record before it
+    assert qwen.eval["step"].to_list() == [200, 400, 600, 800, 1000, 1200, 1400, 1600]
     gemma = read_log(reallog("gemma4-26b-deepspeed-swift-sft-stdout"))
     assert gemma.train["step"].to_list()[:3] == [1, 2, 3]
     assert gemma.train["loss"][0] == 2.029

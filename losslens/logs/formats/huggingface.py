@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 from typing import Any
 
@@ -138,9 +139,10 @@ class _HFParser(RegexLineParser):
         self.sink.notes.append(f"stdout was buffered (several records after one progress bar): "
                                f"steps rebuilt as every {interval} steps")
         by_line = sorted((r["line"], r["step"]) for r in self.train)
-        for ev in self.evals:
-            before = [s for ln, s in by_line if ln <= ev["line"]]
-            ev["step"] = before[-1] if before else 0
+        lines = [ln for ln, _ in by_line]
+        for ev in self.evals:  # the step of the last train record at or before the eval's line
+            k = bisect.bisect_right(lines, ev["line"])
+            ev["step"] = by_line[k - 1][1] if k else 0
 
 
 class HFStdout(Format):
