@@ -9,10 +9,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from losslens.detectors.base import Detector, Series
-from losslens.detectors.stats import detrend, gmm_1d, robust_scale, runs_test, settled
+from losslens.detectors.stats import detrend, gmm_1d, robust_scale, runs_test, settled, spearman
 from losslens.findings import Finding, Severity, Skipped
 
 MAX_FIT = 2_000
+LR_BANDS = 0.5  # |rank correlation| of band and logged LR that makes the bands the schedule's
 
 
 def _ashman(means: np.ndarray, sds: np.ndarray, i: int) -> float:
@@ -158,8 +159,29 @@ class Multimodal(Detector):
         else:
             summary += "; loss level depends on the batch (e.g. its length bucket)"
         strong = harmonic or (p_runs < 0.01 and min(seps) >= 3)
-        return [Finding(self.name, Severity.ERROR if strong else Severity.WARNING, series.metric,
-                        int(steps[0]), int(steps[-1]), summary, evidence, series.segment)]
+        severity = Severity.ERROR if strong else Severity.WARNING
+        follows = self._follows_lr(series, label, settle)
+        if follows is not None:  # the schedule's phases (restarts, cycles, steps) are the bands
+            evidence.update(cause="lr_schedule", lr_rank_correlation=follows)
+            severity = Severity.INFO
+            summary = (summary.split("; ", 1)[0] + f"; the band a record falls in follows the logged "
+                       f"LR (rank correlation {follows:+.2f}): the schedule's phases, not the data")
+        return [Finding(self.name, severity, series.metric, int(steps[0]), int(steps[-1]), summary,
+                        evidence, series.segment)]
+
+    def _follows_lr(self, series: Series, label: np.ndarray, settle: slice) -> float | None:
+        """The rank correlation of each record's band with the logged LR at it, when it is at
+        least LR_BANDS (either sign: a warm restart raises the loss with the LR): bands that are
+        the schedule's phases. None without a moving LR."""
+        lr = (series.context or {}).get("lr")
+        if lr is None:
+            return None
+        x = lr[np.isfinite(series.values)][settle]
+        ok = np.isfinite(x)
+        if ok.sum() < 10 or np.ptp(x[ok]) <= 0:
+            return None
+        rho = spearman(label[ok].astype(np.float64), x[ok])
+        return round(rho, 3) if abs(rho) >= LR_BANDS else None
 
     def _valley(self, x: np.ndarray, a: float, b: float, scale: float) -> bool:
         """A kernel density estimate dips between modes ``a`` and ``b`` (bandwidth by Silverman's

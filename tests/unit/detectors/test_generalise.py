@@ -354,3 +354,20 @@ def test_short_cycles_that_the_ladder_also_sees_are_reported_once() -> None:
     report = analyze(from_arrays(steps, loss=loss))
     assert [(f.kind, f.evidence["period_records"], f.evidence["cycles"]) for f in report.findings] == \
         [("periodicity", 7, 4)]
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_bands_that_follow_the_logged_lr_are_the_schedule(seed: int) -> None:
+    """Cosine restarts every 500 steps: the loss sits high while the LR is high after each
+    restart. When the two bands are found and the LR is logged, the band a record falls in
+    follows the LR: info, cause lr_schedule (it was an error blamed on the batches); without the
+    LR column nothing can tell, and the bands stay an error."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(3000)
+    lr = 1e-5 + 0.5 * (3e-4 - 1e-5) * (1 + np.cos(np.pi * (t % 500) / 500))
+    loss = (1.6 + 1.5 * np.exp(-t / 600)) * (1 + 0.25 * (lr / 3e-4) ** 3) * np.exp(rng.normal(0, 0.02, 3000))
+    (f,) = analyze(from_arrays(t, loss=loss, lr=lr)).findings
+    assert (f.kind, f.severity, f.evidence["cause"]) == ("multimodal", Severity.INFO, "lr_schedule")
+    assert abs(f.evidence["lr_rank_correlation"]) >= 0.5
+    (g,) = analyze(from_arrays(t, loss=loss)).findings
+    assert (g.kind, g.severity) == ("multimodal", Severity.ERROR)
