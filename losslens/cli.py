@@ -455,8 +455,13 @@ def _needs(module: str, what: str, extra: str) -> None:
 
 @app.command()
 def replay(
-    lengths: Annotated[str, typer.Option("--lengths", help="Per-sample lengths: .npy, text (one per "
-                                         "line), Parquet/Arrow/CSV column, or a HF save_to_disk folder.")],
+    lengths: Annotated[str | None, typer.Option(
+        "--lengths", help="Per-sample lengths: .npy, text (one per line), Parquet/Arrow/CSV column, or a HF "
+        "save_to_disk folder.")] = None,
+    batches: Annotated[str | None, typer.Option(
+        "--batches", help="What the run fed, recorded per optimizer step (.jsonl {\"step\", \"lengths\"}, "
+        "or a step,length .csv/.parquet/.npz): with --log, the exact answer, no sampler replayed "
+        "(see README).")] = None,
     bounds: Annotated[str, typer.Option("--bounds", help="Bucket edges, exclusive upper bounds: "
                                         "bucket k holds b_k <= length < b_k+1.")] = SEED_BOUNDS,
     token_budget: Annotated[int, typer.Option("--token-budget", help="Tokens per batch (the batch size of "
@@ -505,14 +510,19 @@ def replay(
         if quiet and verbose:
             raise UsageError("--quiet and --verbose disagree: pass one")
         request = ReplayRequest(
-            lengths=lengths, column=column, bounds=parse_bounds(bounds), token_budget=token_budget,
+            lengths=lengths, batches=batches, column=column, bounds=parse_bounds(bounds),
+            token_budget=token_budget,
             max_batch_size=max_batch_size, max_seq_len=max_seq_len, bs_from=str(bs_from),
             strategy=strategy.value if isinstance(strategy, Enum) else str(strategy), seed=seed,
             epochs=epochs, grad_accum=grad_accum, world_size=world_size, log=log,
             step_offset=step_offset, null_seeds=null_seeds, compare=compare,
             optimize_bounds=optimize_bounds, device=str(device), page=html_out is not None)
         _writable(out_file, steps_out, html_out)
-        _needs("torch", "replay rebuilds batches with torch", "replay")
+        if batches is not None and (out_file or steps_out):
+            raise UsageError("--out and --steps-out write the batches rebuilt from --lengths; with "
+                             "--batches the run's own record is the table")
+        if batches is None:
+            _needs("torch", "replay rebuilds batches with torch", "replay")
         from rich.progress import Progress
 
         from losslens.replay.request import run

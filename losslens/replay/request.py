@@ -36,7 +36,8 @@ class ReplayRequest:
     """A replay: the lengths, the batching plan and strategy, what to compare or correlate.
     Every field is checked when the request is made (a UsageError naming the option)."""
 
-    lengths: str
+    lengths: str | None = None
+    batches: str | None = None  # what the run fed, per step (replay.fed): the exact answer
     column: str = "seq_len"
     bounds: tuple[int, ...] = SEED_BOUNDS
     token_budget: int = 49152
@@ -77,6 +78,13 @@ class ReplayRequest:
             raise UsageError(f"--optimize-bounds K takes 1 to {MAX_OPTIMIZED_BUCKETS} buckets, got {k}")
         if self.page and self.log is None:
             raise UsageError("--html needs --log (the page shows the replay under the log's loss)")
+        if (self.lengths is None) == (self.batches is None):
+            raise UsageError("pass --lengths (rebuild the batches a strategy makes) or --batches (what "
+                             "the run fed, recorded per step), one of them")
+        if self.batches is not None and self.log is None:
+            raise UsageError("--batches needs --log: it is correlated with the log's loss")
+        if self.batches is not None and (self.compare or self.optimize_bounds is not None):
+            raise UsageError("--compare and --optimize-bounds rebuild batches from --lengths")
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,7 @@ class ReplayReport:
     data: LogData | None = field(default=None, repr=False)
     analysed: Report | None = None
     step_bucket: np.ndarray | None = field(default=None, repr=False)
+    bucket_steps: np.ndarray | None = field(default=None, repr=False)  # their logged steps (--batches)
 
     def batches(self):
         """Per-batch polars table: epoch, batch, step, rank, bucket, samples, lengths, tokens."""
@@ -111,9 +120,12 @@ def run(request: ReplayRequest, progress: Progress | None = None) -> ReplayRepor
     correlate its loss with the replayed composition and attribute its findings."""
     import dataclasses
 
+    r = request
+    if r.batches is not None:
+        return _fed(r)
     from losslens.replay.engine import Plan, load_lengths, replay
 
-    r = request
+    assert r.lengths is not None
     lens = load_lengths(r.lengths, r.column)
     if len(lens) * r.epochs > MAX_REPLAYED:  # each replayed sample costs ~40 bytes per epoch
         raise UsageError(f"--epochs {r.epochs} × {len(lens):,} samples = {len(lens) * r.epochs:,} replayed "
@@ -143,3 +155,37 @@ def run(request: ReplayRequest, progress: Progress | None = None) -> ReplayRepor
         if r.page:
             step_bucket = step_table(eps, r.grad_accum, r.world_size)[1]
     return ReplayReport(r, summary, eps, data, analysed, step_bucket)
+
+
+def _fed(r: ReplayRequest) -> ReplayReport:
+    """--batches: the log's loss against what the run fed, step by step (no sampler, no torch)."""
+    import dataclasses
+
+    import numpy as np
+
+    from losslens.analysis import analyze
+    from losslens.logs import read_log
+    from losslens.replay.fed import correlate_fed, load_fed
+
+    assert r.batches is not None and r.log is not None
+    fed = load_fed(r.batches, r.bounds)
+    data = read_log(r.log)
+    if "loss" not in data.train.columns:
+        raise UsageError("no loss metric in this log", source=r.log)
+    steps, loss = data.train["step"].to_numpy(), data.train["loss"].cast(float).to_numpy()
+    corr = correlate_fed(steps, loss, fed, r.step_offset, r.null_seeds, r.seed)
+    summary: dict[str, Any] = {
+        "schema": SCHEMA, "mode": "fed", "exactness": "exact: the batches the run recorded",
+        "batches": r.batches, "steps_recorded": int(len(fed.steps)), "bounds": list(r.bounds),
+        "bucket_step_share": [round(float(x), 4) for x in
+                              np.bincount(fed.bucket, minlength=len(r.bounds) - 1) / len(fed.bucket)],
+        "correlation": corr}
+    analysed = None
+    if corr.get("rho") is not None:
+        from losslens.replay.fed import attribute
+
+        report = analyze(data)
+        found = attribute(report.findings, corr)
+        summary["findings"] = [f.as_dict() for f in found]
+        analysed = dataclasses.replace(report, findings=found)
+    return ReplayReport(r, summary, [], data, analysed, fed.bucket, fed.steps + r.step_offset)

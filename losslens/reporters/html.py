@@ -296,5 +296,6 @@ def replay_page(result: ReplayReport) -> str:
     """``replay --log --html``: the log's post-mortem page with the replayed bucket of each step
     under the loss and the loss level per bucket."""
     assert result.analysed is not None and result.data is not None and result.step_bucket is not None
-    steps = np.arange(len(result.step_bucket)) + result.request.step_offset
+    steps = result.bucket_steps if result.bucket_steps is not None else \
+        np.arange(len(result.step_bucket)) + result.request.step_offset
     return render(result.analysed, result.data, steps, result.step_bucket, result.summary["correlation"])

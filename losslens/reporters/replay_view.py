@@ -14,6 +14,12 @@ from losslens.reporters.text import cells as _cells
 def render(r: dict[str, Any]) -> Group:
     """The replay report for a terminal: a table per strategy, the chance line, bounds and the
     correlation."""
+    if r.get("mode") == "fed":
+        shares = " ".join(f"{x:.2f}" for x in r["bucket_step_share"])
+        lines = [Text(f"{r['batches']}: {r['steps_recorded']:,} optimizer steps recorded "
+                                 f"({r['exactness']}); bounds {r['bounds']}; share of steps by bucket of "
+                                 f"their longest sample: {shares}")]
+        return Group(*lines, *_correlation(r))
     p = r["plan"]
     head = Text(f"{r['samples']:,} samples; bounds {p['bounds']}; budget {p['token_budget']}, "
                 f"≤{p['max_batch_size']}/batch → batch size per bucket {p['bucket_batch_size']} "
@@ -45,15 +51,26 @@ def render(r: dict[str, Any]) -> Group:
         parts.append(Text(f"optimised bounds {o['bounds']}: padding efficiency {o['padding_efficiency']:.3f} "
                           f"(given bounds {o['given_padding_efficiency']:.3f}); bucket shares "
                           f"{' '.join(f'{x:.2f}' for x in o['bucket_batch_share'])}"))
+    parts += _correlation(r)
+    return Group(*parts)
+
+
+def _correlation(r: dict[str, Any]) -> list[Any]:
+    """The loss against the batches: the rank correlation and its null, the loss level per bucket,
+    where the ladder peaks and spikes sit, and the log's findings with their cause."""
+    parts: list[Any] = []
     if "correlation" in r:
         c = r["correlation"]
         if c.get("rho") is None:
             parts.append(Text(f"correlation: {c.get('note')}", style="yellow"))
         else:
             tied = c["p_value"] <= 0.01
+            fed = "null" in c  # --batches: what the run fed, against shifts of itself
+            null = c["null"] if fed else f"{c['null_seeds']} other seeds"
             parts.append(Text(
-                f"loss vs the replayed batch length: Spearman ρ={c['rho']:+.3f}, p={c['p_value']:.3g} over "
-                f"{c['null_seeds']} other seeds ({c['aligned_records']} records)"
+                f"loss vs the {'fed' if fed else 'replayed'} batch {c.get('against', 'length')}: "
+                f"Spearman ρ={c['rho']:+.3f}, p={c['p_value']:.3g} over {null} "
+                f"({c['aligned_records']} records)"
                 + (": the loss follows the batch composition (cause: batch_composition)" if tied else
                    ": no dependence on this order found"), style="bold red" if tied else "green"))
             ratio = c["loss_level_is"] == "ratio to trend"
@@ -64,9 +81,10 @@ def render(r: dict[str, Any]) -> Group:
             if c.get("events"):
                 parts.append(Text(
                     f"{c['events']} ladder peak(s)/spike(s): {c['events_in_runs_ge_4']:.0%} inside "
-                    f"same-bucket runs of ≥ 4 steps (other seeds {c['events_in_runs_null_mean']:.0%}, "
+                    f"same-bucket runs of ≥ 4 steps ({'shifted' if fed else 'other seeds'} "
+                    f"{c['events_in_runs_null_mean']:.0%}, "
                     f"p={c['events_in_runs_p_value']:.2g})"))
     for f in r.get("findings", []):
         parts.append(Text(f"{f['severity']} {f['kind']} [{f['metric']}] steps {f['start_step']}–"
                           f"{f['end_step']}: {f['summary']}"))
-    return Group(*parts)
+    return parts

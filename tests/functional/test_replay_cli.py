@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
 from losslens import synth  # noqa: E402
+from losslens.cli import app
 from losslens.replay import Plan, build_epochs  # noqa: E402
 from losslens.replay.correlate import step_table  # noqa: E402
 from tests.conftest import FIXTURES  # noqa: E402
@@ -127,3 +134,45 @@ def test_replay_html_shows_buckets_under_the_loss(tmp_path) -> None:
     assert "loss ratio to trend by replayed bucket (ρ=" in page and page.count('text-anchor="middle">×') == 4
     bad = CliRunner().invoke(app, [*args, "--html", str(tmp_path / "x.html")])
     assert bad.exit_code == 2 and "--html needs --log" in bad.stderr
+
+
+def _fed_run(tmp_path: Path) -> tuple[Path, Path]:
+    import json
+
+    from tests.unit.replay.test_fed import _loss, _run
+
+    b, lengths = _run(1500)
+    fed = tmp_path / "fed.jsonl"
+    fed.write_text("".join(json.dumps({"step": s, "lengths": x}) + "\n" for s, x in enumerate(lengths)))
+    log = tmp_path / "run.log"
+    log.write_text("".join(f"step={s + 100} loss={v:.4f}\n" for s, v in enumerate(_loss(b, True))))
+    return fed, log
+
+
+@pytest.mark.slow
+def test_replay_batches_answers_without_torch(tmp_path: Path) -> None:
+    """--batches with --log: the exact record against the loss, with torch unavailable."""
+    fed, log = _fed_run(tmp_path)
+    code = ("import sys; sys.modules['torch'] = None\nfrom losslens.cli import main\n"
+            f"sys.argv = ['losslens', 'replay', '--batches', {str(fed)!r}, '--log', {str(log)!r}, "
+            "'--step-offset', '100', '--json']\nmain()")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["mode"] == "fed" and out["steps_recorded"] == 1500
+    c = out["correlation"]
+    assert c["aligned_records"] == 1500 and c["rho"] > 0.8 and c["p_value"] == 0.01
+    assert c["null"] == "99 circular shifts of the fed sequence"
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ([], "--batches needs --log"),
+    (["--log", "L", "--lengths", "x.npy"], "pass --lengths (rebuild the batches a strategy makes) or"),
+    (["--log", "L", "--compare"], "--compare and --optimize-bounds rebuild batches from --lengths"),
+    (["--log", "L", "--out", "b.csv"], "--out and --steps-out write the batches rebuilt from --lengths"),
+])
+def test_replay_batches_bad_options(tmp_path: Path, extra: list[str], message: str) -> None:
+    fed, log = _fed_run(tmp_path)
+    args = ["replay", "--batches", str(fed), *[str(log) if a == "L" else a for a in extra]]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and message in result.stderr

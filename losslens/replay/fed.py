@@ -1,0 +1,225 @@
+"""What a run actually fed, recorded per optimizer step (``replay --batches FILE``): the exact
+answer to "which buckets went into the steps where the loss climbed?", with no sampler to emulate.
+
+Formats (one record per optimizer step, or per sample):
+- JSON Lines, one object per optimizer step: ``{"step": 12, "lengths": [812, 790, ...]}``, or
+  ``"buckets": [3, 3, ...]``, or ``"micro_batches": [[812, 790], [640, ...]]`` (lengths per
+  micro-batch when gradients accumulate);
+- CSV or Parquet with a ``step,length`` row per sample (a ``bucket`` column may replace
+  ``length``);
+- ``.npz`` with the same two per-sample arrays, ``step`` and ``length`` (or ``bucket``).
+
+Numpy and polars only: no torch is needed to correlate a loss with what was fed. The replay's
+own correlation (``correlate``) shares the event and attribution helpers kept here."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from losslens.errors import InputError
+
+
+@dataclass(frozen=True)
+class Fed:
+    """Per optimizer step, in step order: the step, its samples' mean and longest length, and the
+    bucket of its longest sample (lengths against the bounds, or the bucket ids recorded)."""
+
+    steps: np.ndarray
+    mean_len: np.ndarray
+    max_len: np.ndarray
+    bucket: np.ndarray
+    measure: str  # what mean_len holds: "length" or "bucket" (only bucket ids were recorded)
+
+
+def load_fed(path: str | Path, bounds: tuple[int, ...]) -> Fed:
+    """The per-step record at ``path``; InputError naming the file (and the line) when it cannot
+    be read."""
+    p = Path(path)
+    name = str(p)
+    if not p.is_file():
+        raise InputError("no such file", source=name)
+    if p.suffix in (".jsonl", ".json", ".ndjson"):
+        step, value, kind = _jsonl(p)
+    elif p.suffix in (".csv", ".parquet", ".pq"):
+        step, value, kind = _table(p)
+    elif p.suffix == ".npz":
+        step, value, kind = _npz(p)
+    else:
+        raise InputError("a --batches file is .jsonl, .csv, .parquet or .npz", source=name)
+    if not len(step):
+        raise InputError("no steps recorded", source=name)
+    if not np.all(np.isfinite(value)) or np.any(value < 0):
+        raise InputError(f"{kind}s must be finite and >= 0", source=name)
+    order = np.argsort(step, kind="stable")
+    step, value = step[order], value[order]
+    starts = np.flatnonzero(np.r_[True, step[1:] != step[:-1]])
+    counts = np.diff(np.r_[starts, len(step)])
+    mean = np.add.reduceat(value, starts) / counts
+    top = np.maximum.reduceat(value, starts)
+    if kind == "bucket":
+        bucket = top.astype(np.int64)
+    else:
+        edges = np.asarray(bounds[1:-1], dtype=np.float64)
+        bucket = np.searchsorted(edges, top, side="right").astype(np.int64)
+    return Fed(step[starts], mean, top, bucket, kind)
+
+
+def _jsonl(p: Path) -> tuple[np.ndarray, np.ndarray, str]:
+    steps: list[int] = []
+    values: list[float] = []
+    kinds: set[str] = set()
+    with open(p, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            where = f"{p}:{lineno}"
+            try:
+                rec = json.loads(line)
+                step = int(rec["step"])
+                if "micro_batches" in rec:
+                    vals, kind = [x for mb in rec["micro_batches"] for x in mb], "length"
+                elif "lengths" in rec:
+                    vals, kind = list(rec["lengths"]), "length"
+                else:
+                    vals, kind = list(rec["buckets"]), "bucket"
+                vals = [float(x) for x in vals]
+            except json.JSONDecodeError as exc:
+                raise InputError(f"not JSON ({exc.msg})", source=where) from None
+            except (KeyError, TypeError, ValueError):
+                raise InputError('a record needs "step" and "lengths", "buckets" or "micro_batches" '
+                                 '(lists of numbers)', source=where) from None
+            kinds.add(kind)
+            steps += [step] * len(vals)
+            values += vals
+    if len(kinds) > 1:
+        raise InputError("records mix lengths and buckets: record one of them", source=str(p))
+    kind = kinds.pop() if kinds else "length"
+    return np.asarray(steps, dtype=np.int64), np.asarray(values, dtype=np.float64), kind
+
+
+def _table(p: Path) -> tuple[np.ndarray, np.ndarray, str]:
+    import polars as pl
+
+    try:
+        frame = pl.read_parquet(p) if p.suffix in (".parquet", ".pq") else pl.read_csv(p)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise InputError(f"cannot read the table: {str(exc).splitlines()[0]}", source=str(p)) from None
+    return _columns({c: frame[c].to_numpy() for c in frame.columns}, str(p))
+
+
+def _npz(p: Path) -> tuple[np.ndarray, np.ndarray, str]:
+    try:
+        with np.load(p, allow_pickle=False) as z:
+            return _columns({k: z[k] for k in z.files}, str(p))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read the arrays: {exc}", source=str(p)) from None
+
+
+def _columns(cols: dict[str, np.ndarray], name: str) -> tuple[np.ndarray, np.ndarray, str]:
+    kind = "length" if "length" in cols else "bucket" if "bucket" in cols else None
+    if "step" not in cols or kind is None:
+        raise InputError(f"needs a 'step' column and a 'length' (or 'bucket') column; it has "
+                         f"{', '.join(cols) or 'none'}", source=name)
+    try:
+        return cols["step"].astype(np.int64), cols[kind].astype(np.float64), kind
+    except (TypeError, ValueError):
+        raise InputError(f"'step' and '{kind}' must be numbers", source=name) from None
+
+
+def event_positions(y: np.ndarray) -> np.ndarray:
+    """Positions of ladder peaks and loss spikes in the aligned loss."""
+    from losslens.detectors.ladder import find_episodes
+    from losslens.detectors.spike import Spike, spikes
+
+    pos = [e.peak for e in find_episodes(y)]
+    if len(y) > 8 and np.all(y > 0):
+        d = Spike()  # the detector's own rule and defaults, not a copy of them
+        flagged, _, _ = spikes(y, d.window, d.z, d.min_ratio, d.history)
+        pos += np.flatnonzero(flagged).tolist()
+    return np.unique(np.asarray(pos, dtype=np.int64))
+
+
+def in_long_runs(bucket: np.ndarray, at: np.ndarray, k: int) -> float:
+    """Share of the steps ``at`` that sit inside a run of >= k steps of the same bucket."""
+    if len(at) == 0:
+        return 0.0
+    change = np.concatenate([[True], bucket[1:] != bucket[:-1]])
+    run_id = np.cumsum(change) - 1
+    lengths = np.bincount(run_id)
+    return float(np.mean(lengths[run_id[at]] >= k))
+
+
+def correlate_fed(steps: np.ndarray, loss: np.ndarray, fed: Fed, offset: int = 0, shifts: int = 99,
+                  seed: int = 0, window: int = 201, run_k: int = 4) -> dict:
+    """Does the loss follow what was fed? Logged steps (minus ``offset``) are matched to recorded
+    steps; the de-trended loss is rank-correlated with each step's mean length (or bucket), its
+    median level taken per bucket, and its ladder peaks and spikes checked for sitting in runs of
+    same-bucket steps. The null keeps both series as they are and only breaks their alignment:
+    the fed sequence shifted circularly by at least a tenth of its length, ``shifts`` times."""
+    from losslens.detectors.stats import detrend, spearman
+
+    pos = np.searchsorted(fed.steps, steps.astype(np.int64) - offset)
+    pos = np.minimum(pos, len(fed.steps) - 1)
+    ok = (fed.steps[pos] == steps.astype(np.int64) - offset) & np.isfinite(loss)
+    if ok.sum() < 10:
+        return {"aligned_records": int(ok.sum()), "rho": None, "p_value": None,
+                "note": "fewer than 10 logged steps match a recorded step (see --step-offset)"}
+    idx, y = pos[ok], loss[ok]
+    r, trend = detrend(y, window)
+    ratio = bool(np.nanmin(y) > 0 and np.nanmin(trend) > 0)
+    rho = spearman(r, fed.mean_len[idx])
+    levels = {int(k): round(float(np.median(r[fed.bucket[idx] == k])), 4) for k in np.unique(fed.bucket[idx])}
+    events = idx[event_positions(y)]
+    in_runs = in_long_runs(fed.bucket, events, run_k)
+    n = len(fed.steps)
+    rng = np.random.default_rng(seed)
+    null, null_runs = [], []
+    for _ in range(shifts):
+        k = int(rng.integers(max(1, n // 10), max(2, n - n // 10)))
+        null.append(spearman(r, np.roll(fed.mean_len, k)[idx]))
+        null_runs.append(in_long_runs(np.roll(fed.bucket, k), events, run_k))
+    return dependence(int(ok.sum()), rho, null, levels, ratio, len(events), in_runs, null_runs, run_k,
+                      {"unmatched_records": int((~ok).sum()), "against": fed.measure,
+                       "null": f"{shifts} circular shifts of the fed sequence", "null_seeds": shifts})
+
+
+def dependence(aligned: int, rho: float, null: list[float], levels: dict, ratio: bool, events: int,
+               in_runs: float, null_runs: list[float], run_k: int, about_null: dict) -> dict:
+    """The correlation's JSON: rho and its p-value against ``null`` (the null's description in
+    ``about_null``), the loss level by bucket, and the events' share in same-bucket runs against
+    the null's."""
+    p = (1 + sum(abs(x) >= abs(rho) for x in null)) / (1 + len(null))
+    out = {"aligned_records": aligned, "rho": round(rho, 4), "p_value": p, **about_null,
+           "null_rho_abs_95": round(float(np.quantile(np.abs(null), 0.95)), 4),
+           "loss_level_by_bucket": levels,
+           "loss_level_is": "ratio to trend" if ratio else "difference from trend",
+           "events": events}
+    if events:
+        p_runs = (1 + sum(x >= in_runs for x in null_runs)) / (1 + len(null_runs))
+        out.update({f"events_in_runs_ge_{run_k}": round(in_runs, 4),
+                    "events_in_runs_null_mean": round(float(np.mean(null_runs)), 4),
+                    "events_in_runs_p_value": p_runs})
+    return out
+
+
+def attribute(findings: list, correlation: dict, alpha: float = 0.01) -> list:
+    """Ladder and multimodal findings take cause ``batch_composition`` when the replay ties the
+    loss to the batch order (p <= alpha); the correlation goes into their evidence."""
+    from dataclasses import replace
+
+    p = correlation.get("p_value")
+    if p is None or p > alpha:  # with 99 null seeds the smallest p is 0.01: inclusive
+        return findings
+    out = []
+    for f in findings:
+        if f.kind in ("ladder", "multimodal"):
+            ev = {**f.evidence, "cause": "batch_composition",
+                  "replay_correlation": {"rho": correlation["rho"], "p_value": p}}
+            f = replace(f, evidence=ev, summary=f.summary + f" — replay: the loss follows the batch "
+                        f"lengths (ρ={correlation['rho']:+.2f}, p={p:.2g})")
+        out.append(f)
+    return out

@@ -1,0 +1,111 @@
+"""replay --batches: what the run fed, recorded per step, read from every format and correlated
+with a loss without a sampler (and without torch)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from losslens.errors import InputError
+from losslens.replay.fed import correlate_fed, load_fed
+from tests.conftest import ROOT
+
+BOUNDS = (0, 770, 1216, 1728, 2432, 3296, 8193)
+LEVEL = np.array([1.0, 1.05, 1.1, 1.2, 1.35, 1.5])
+
+
+def _run(n: int = 2000, seed: int = 0) -> tuple[np.ndarray, list[list[int]]]:
+    """Per step: its bucket (runs of like steps, as a bucketed shuffle gives) and 8 lengths."""
+    rng = np.random.default_rng(seed)
+    buckets: list[int] = []
+    while len(buckets) < n:
+        buckets += [int(rng.integers(0, 6))] * int(rng.integers(1, 8))
+    b = np.array(buckets[:n])
+    lengths = [rng.integers(BOUNDS[k], BOUNDS[k + 1], 8).tolist() for k in b]
+    return b, lengths
+
+
+def _loss(b: np.ndarray, follows: bool, seed: int = 1) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    n = len(b)
+    level = LEVEL[b] if follows else 1.0
+    return (1.5 + np.exp(-np.arange(n) / 600)) * level * np.exp(rng.normal(0, 0.03, n))
+
+
+def test_every_format_reads_the_same_steps(tmp_path: Path) -> None:
+    b, lengths = _run(50)
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps({"step": s, "lengths": x}) + "\n"
+                                              for s, x in enumerate(lengths)))
+    (tmp_path / "m.jsonl").write_text("".join(json.dumps({"step": s, "micro_batches": [x[:4], x[4:]]})
+                                              + "\n" for s, x in enumerate(lengths)))
+    rows = pl.DataFrame({"step": [s for s, x in enumerate(lengths) for _ in x],
+                         "length": [v for x in lengths for v in x]})
+    rows.write_csv(tmp_path / "a.csv")
+    rows.sample(fraction=1.0, shuffle=True, seed=0).write_parquet(tmp_path / "a.parquet")  # any order
+    np.savez(tmp_path / "a.npz", step=rows["step"].to_numpy(), length=rows["length"].to_numpy())
+    fed = [load_fed(tmp_path / f, BOUNDS) for f in ("a.jsonl", "m.jsonl", "a.csv", "a.parquet", "a.npz")]
+    for f in fed:
+        assert f.steps.tolist() == list(range(50)) and f.measure == "length"
+        assert f.bucket.tolist() == b.tolist()  # the bucket of each step's longest sample
+        assert f.mean_len == pytest.approx([np.mean(x) for x in lengths])
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps({"step": s, "buckets": [int(k)] * 3}) + "\n"
+                                              for s, k in enumerate(b)))
+    only = load_fed(tmp_path / "b.jsonl", BOUNDS)
+    assert only.measure == "bucket" and only.bucket.tolist() == b.tolist()
+
+
+@pytest.mark.parametrize(("name", "text", "message"), [
+    ("x.jsonl", '{"step": 1, "lengths": [1, 2]}\n{"step": 2\n', "x.jsonl:2: not JSON"),
+    ("x.jsonl", '{"step": 1, "tokens": [1, 2]}\n', 'x.jsonl:1: a record needs "step" and "lengths"'),
+    ("x.jsonl", '{"step": 1, "lengths": [1]}\n{"step": 2, "buckets": [0]}\n', "records mix lengths"),
+    ("x.csv", "step,tokens\n1,5\n", "needs a 'step' column and a 'length'"),
+    ("x.csv", "step,length\n1,-5\n", "lengths must be finite and >= 0"),
+    ("x.txt", "1 2 3\n", "a --batches file is .jsonl, .csv, .parquet or .npz"),
+])
+def test_a_bad_record_is_one_error_naming_the_file(tmp_path: Path, name: str, text: str,
+                                                   message: str) -> None:
+    (tmp_path / name).write_text(text)
+    with pytest.raises(InputError, match=re.escape(message)):
+        load_fed(tmp_path / name, BOUNDS)
+
+
+def test_the_loss_that_follows_what_was_fed_is_found_and_an_independent_one_is_not(tmp_path: Path) -> None:
+    b, lengths = _run()
+    path = tmp_path / "fed.jsonl"
+    path.write_text("".join(json.dumps({"step": s, "lengths": x}) + "\n" for s, x in enumerate(lengths)))
+    fed = load_fed(path, BOUNDS)
+    steps = np.arange(len(b))
+    tied = correlate_fed(steps, _loss(b, True), fed)
+    assert tied["rho"] > 0.8 and tied["p_value"] == 0.01 and tied["aligned_records"] == 2000
+    levels = tied["loss_level_by_bucket"]
+    assert list(levels) == [0, 1, 2, 3, 4, 5] and all(levels[k] < levels[k + 1] for k in range(5))
+    free = correlate_fed(steps, _loss(b, False), fed)
+    assert abs(free["rho"]) < 0.1 and free["p_value"] > 0.05
+    # logged steps that start at 100 are recorded steps from 0 with --step-offset 100
+    moved = correlate_fed(steps + 100, _loss(b, True), fed, offset=100)
+    assert moved["rho"] == tied["rho"]
+    assert correlate_fed(steps + 5000, _loss(b, True), fed)["rho"] is None  # nothing aligns
+
+
+def test_the_readme_recorder_writes_what_replay_reads(tmp_path: Path) -> None:
+    """The DataLoader wrapper printed in the README, run on a real DataLoader: its file is a
+    --batches record of every step."""
+    torch = pytest.importorskip("torch")
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("### What the run fed", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    scope: dict = {}
+    exec(block, scope)  # noqa: S102 - the README's own example
+    masks = [torch.ones(n, dtype=torch.long) for n in (5, 9, 3, 7, 8, 2)]
+    data = [{"attention_mask": torch.nn.functional.pad(m, (0, 9 - len(m)))} for m in masks]
+    loader = torch.utils.data.DataLoader(data, batch_size=2)
+    out = tmp_path / "fed.jsonl"
+    seen = list(scope["RecordLengths"](loader, out))
+    assert len(seen) == 3
+    fed = load_fed(out, (0, 4, 8, 10))
+    assert fed.steps.tolist() == [0, 1, 2] and fed.max_len.tolist() == [9, 7, 8]
+    assert fed.bucket.tolist() == [2, 1, 2]
