@@ -544,14 +544,10 @@ def replay(
                 f.write(html.replay_page(result))
             if not quiet:
                 err.print(f"losslens: wrote {html_out}", markup=False)
-        if out_file or steps_out:
-            table = result.batches()
-            if out_file:
-                _write_frame(table, out_file)
-            if steps_out:
-                from losslens.replay.engine import steps_frame
-
-                _write_frame(steps_frame(table), steps_out)
+        if out_file:
+            _write_frame(result.batches(), out_file)
+        if steps_out:
+            _write_frame(result.steps(), steps_out)
         if json:
             from losslens.reporters import jsonl
 

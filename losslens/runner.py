@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from losslens.discover import expand
 from losslens.errors import LossLensError, UsageError
 from losslens.findings import ExitCode, Severity
 
@@ -14,6 +15,9 @@ if TYPE_CHECKING:
     from losslens.discover import Walk
     from losslens.findings import Report
     from losslens.logs import LogData
+
+
+walk = expand  # the logs that files, globs and run folders name, and what was passed over (and why)
 
 
 @dataclass(frozen=True)
@@ -74,13 +78,6 @@ class Result:
     error: str | None = None
     skipped: bool = False
     explicit: bool = True
-
-
-def walk(logs: list[str]) -> Walk:
-    """The logs that files, globs and run folders name, and the files passed over (and why)."""
-    from losslens.discover import expand
-
-    return expand(logs)
 
 
 def results(found: Walk, options: Options, names: list[str]) -> Iterator[Result]:

@@ -11,7 +11,7 @@ import numpy as np
 
 from losslens.detectors.base import Detector, Series
 from losslens.detectors.relations import ladder_period, structures
-from losslens.detectors.stats import ar1, detrend, f_sf, rank_sum_p, regular_grid, settled
+from losslens.detectors.stats import ar1, autocorrelation, detrend, f_sf, rank_sum_p, regular_grid, settled
 from losslens.findings import Finding, Severity, Skipped
 
 KNOWN = {50: "Hugging Face group_by_length mega-batch (50 steps)"}
@@ -78,8 +78,7 @@ def _refine(r: np.ndarray, t: np.ndarray, period: float, span: float) -> float:
     freqs = freqs[freqs > 0]
     if not len(freqs):
         return period
-    power = np.abs(np.exp(-2j * np.pi * np.outer(freqs, t - t[0])) @ r) if len(t) * len(freqs) <= 4_000_000 \
-        else np.array([abs(np.dot(np.exp(-2j * np.pi * f * (t - t[0])), r)) for f in freqs])
+    power = np.abs(np.exp(-2j * np.pi * np.outer(freqs, t - t[0])) @ r)  # (<= 33 x FOLD_RECORDS)
     return float(1.0 / freqs[int(np.argmax(power))])
 
 
@@ -312,10 +311,7 @@ class Periodicity(Detector):
         candidates = [1]
         m_max = int(longest // line)
         if m_max >= 2:
-            n = len(g)  # the de-trended grid
-            spec = np.fft.rfft(g, 2 * n)
-            auto = np.fft.irfft(np.abs(spec) ** 2)[:n]
-            auto = auto / auto[0] * n / np.maximum(1, n - np.arange(n)) if auto[0] > 0 else auto
+            auto, n = autocorrelation(g), len(g)  # of the de-trended grid, at every lag
             ms = np.arange(1, m_max + 1)
             lags = ms * line / spacing
             # the refined line's error (a quarter bin), times m, and at least the nearest lag
@@ -327,9 +323,9 @@ class Periodicity(Detector):
         by_m: dict[int, Fold] = {}
         for m in candidates:
             # m·line refined: its error (a quarter bin of the refined line, times m), in steps that
-            # keep every cycle's records within a quarter of a phase bin
+            # keep every cycle's records within a quarter of a phase bin (2·line/spacing of them)
             width = m * line * line / (4 * span)
-            count = int(min(41, max(9, 2 * width / (spacing * m * line / (4 * span)) + 1)))
+            count = int(min(41, max(9, 2 * line / spacing + 1)))
             folds = [_fold(r, t, period, spacing) for period in m * line + np.linspace(-width, width, count)
                      if period <= max(longest, line)]
             if folds:

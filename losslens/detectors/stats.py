@@ -120,6 +120,14 @@ def runs_test(labels: np.ndarray) -> tuple[float, float]:
     return z, 0.5 * math.erfc(-z / math.sqrt(2))  # P(Z <= z)
 
 
+def autocorrelation(x: np.ndarray) -> np.ndarray:
+    """The autocorrelation of ``x`` (mean already removed) at every lag 0..n-1, by FFT, each lag
+    normalised by the pairs it has (a long lag is not shrunk towards zero)."""
+    n = len(x)
+    auto = np.fft.irfft(np.abs(np.fft.rfft(x, 2 * n)) ** 2)[:n]
+    return auto / auto[0] * n / np.maximum(1, n - np.arange(n)) if auto[0] > 0 else auto
+
+
 def ar1(x: np.ndarray) -> float:
     """Lag-1 autocorrelation, clipped to (-0.95, 0.95)."""
     x = x - x.mean()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from losslens.errors import UsageError
@@ -104,22 +105,47 @@ class ReplayReport:
 
     def batches(self):
         """Per-batch polars table: epoch, batch, step, rank, bucket, samples, lengths, tokens."""
-        from losslens.replay.engine import batch_table
-
-        return batch_table(self.epochs, self.request.grad_accum, self.request.world_size)
+        return self._tables[0]
 
     def steps(self):
         """Per-optimizer-step polars table (see ``engine.steps_frame``)."""
-        from losslens.replay.engine import steps_frame
+        return self._tables[1]
 
-        return steps_frame(self.batches())
+    @cached_property
+    def _tables(self) -> tuple[Any, Any]:  # built once, when first asked for
+        from losslens.replay.engine import batch_table, steps_frame
+
+        batches = batch_table(self.epochs, self.request.grad_accum, self.request.world_size)
+        return batches, steps_frame(batches)
+
+
+def _loss_of(log: str) -> tuple[LogData, np.ndarray, np.ndarray]:
+    """The log read, and its loss as (steps, values); a UsageError when it has no loss."""
+    from losslens.logs import read_log
+
+    data = read_log(log)
+    if "loss" not in data.train.columns:
+        raise UsageError("no loss metric in this log", source=log)
+    return data, data.train["step"].to_numpy(), data.train["loss"].cast(float).to_numpy()
+
+
+def _attributed(data: LogData, summary: dict[str, Any]) -> Report:
+    """The log analysed, its ladder and multimodal findings attributed to the batches when the
+    correlation ties them (their dicts go into ``summary``)."""
+    import dataclasses
+
+    from losslens.analysis import analyze
+    from losslens.replay.fed import attribute
+
+    report = analyze(data)
+    found = attribute(report.findings, summary["correlation"])
+    summary["findings"] = [f.as_dict() for f in found]
+    return dataclasses.replace(report, findings=found)
 
 
 def run(request: ReplayRequest, progress: Progress | None = None) -> ReplayReport:
     """Replay ``request``: rebuild the batches, compare or optimise when asked, and with a log,
     correlate its loss with the replayed composition and attribute its findings."""
-    import dataclasses
-
     r = request
     if r.batches is not None:
         return _fed(r)
@@ -133,25 +159,16 @@ def run(request: ReplayRequest, progress: Progress | None = None) -> ReplayRepor
                          "epochs (the statistics settle within a few)")
     data = steps = loss = None
     if r.log is not None:
-        from losslens.logs import read_log
-
-        data = read_log(r.log)
-        if "loss" not in data.train.columns:
-            raise UsageError("no loss metric in this log", source=r.log)
-        steps, loss = data.train["step"].to_numpy(), data.train["loss"].cast(float).to_numpy()
+        data, steps, loss = _loss_of(r.log)
     plan = Plan(r.bounds, r.token_budget, r.max_batch_size, r.max_seq_len, r.bs_from)
     summary, eps = replay(lens, plan, r.strategy, r.seed, r.epochs, r.grad_accum, r.world_size,
                           r.device, r.compare, r.optimize_bounds, steps, loss, r.step_offset,
                           r.null_seeds, progress)
     analysed = step_bucket = None
     if data is not None and "correlation" in summary:
-        from losslens.analysis import analyze
-        from losslens.replay.correlate import attribute, step_table
+        from losslens.replay.correlate import step_table
 
-        report = analyze(data)
-        found = attribute(report.findings, summary["correlation"])
-        summary["findings"] = [f.as_dict() for f in found]
-        analysed = dataclasses.replace(report, findings=found)
+        analysed = _attributed(data, summary)
         if r.page:
             step_bucket = step_table(eps, r.grad_accum, r.world_size)[1]
     return ReplayReport(r, summary, eps, data, analysed, step_bucket)
@@ -159,33 +176,18 @@ def run(request: ReplayRequest, progress: Progress | None = None) -> ReplayRepor
 
 def _fed(r: ReplayRequest) -> ReplayReport:
     """--batches: the log's loss against what the run fed, step by step (no sampler, no torch)."""
-    import dataclasses
-
     import numpy as np
 
-    from losslens.analysis import analyze
-    from losslens.logs import read_log
     from losslens.replay.fed import correlate_fed, load_fed
 
     assert r.batches is not None and r.log is not None
     fed = load_fed(r.batches, r.bounds)
-    data = read_log(r.log)
-    if "loss" not in data.train.columns:
-        raise UsageError("no loss metric in this log", source=r.log)
-    steps, loss = data.train["step"].to_numpy(), data.train["loss"].cast(float).to_numpy()
-    corr = correlate_fed(steps, loss, fed, r.step_offset, r.null_seeds, r.seed)
+    data, steps, loss = _loss_of(r.log)
     summary: dict[str, Any] = {
         "schema": SCHEMA, "mode": "fed", "exactness": "exact: the batches the run recorded",
         "batches": r.batches, "steps_recorded": int(len(fed.steps)), "bounds": list(r.bounds),
         "bucket_step_share": [round(float(x), 4) for x in
                               np.bincount(fed.bucket, minlength=len(r.bounds) - 1) / len(fed.bucket)],
-        "correlation": corr}
-    analysed = None
-    if corr.get("rho") is not None:
-        from losslens.replay.fed import attribute
-
-        report = analyze(data)
-        found = attribute(report.findings, corr)
-        summary["findings"] = [f.as_dict() for f in found]
-        analysed = dataclasses.replace(report, findings=found)
-    return ReplayReport(r, summary, [], data, analysed, fed.bucket, fed.steps + r.step_offset)
+        "correlation": correlate_fed(steps, loss, fed, r.step_offset, r.null_seeds, r.seed)}
+    return ReplayReport(r, summary, [], data, _attributed(data, summary), fed.bucket,
+                        fed.steps + r.step_offset)
