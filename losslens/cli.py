@@ -34,7 +34,8 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 FORMAT_NAMES = ("auto", "trainer-state", "json-records", "jsonl", "csv", "hf", "megatron", "fairseq",
                 "nanogpt", "modded-nanogpt", "torchtitan", "lightning", "olmo", "mlflow", "kv", "colon",
                 "tensorboard")
-STRATEGY_NAMES = ("static-sorted", "random", "bucketed-shuffle", "stride-interleave", "hf-group-by-length")
+STRATEGY_NAMES = ("static-sorted", "random", "bucketed-shuffle", "stride-interleave", "hf-group-by-length",
+                  "hf-random", "torch-distributed", "fairseq")
 
 
 class OutputFormat(StrEnum):
@@ -465,8 +466,15 @@ def replay(
     bounds: Annotated[str, typer.Option("--bounds", help="Bucket edges, exclusive upper bounds: "
                                         "bucket k holds b_k <= length < b_k+1.")] = SEED_BOUNDS,
     token_budget: Annotated[int, typer.Option("--token-budget", help="Tokens per batch (the batch size of "
-                                              "a bucket is the budget over its bound).")] = 49152,
-    max_batch_size: Annotated[int, typer.Option("--max-batch-size", help="Most samples in a batch.")] = 64,
+                                              "a bucket is the budget over its bound; fairseq: "
+                                              "--max-tokens).")] = 49152,
+    max_batch_size: Annotated[int, typer.Option("--max-batch-size", help="Most samples in a batch (fairseq: "
+                                                "its --batch-size, max_sentences).")] = 64,
+    per_device_batch: Annotated[int | None, typer.Option(
+        "--per-device-batch", help="Samples per micro-batch of the fixed-count samplers (hf-*, "
+        "torch-distributed: per_device_train_batch_size); default --max-batch-size.")] = None,
+    batch_multiple: Annotated[int, typer.Option(
+        "--batch-multiple", help="fairseq's --required-batch-size-multiple.")] = 8,
     max_seq_len: Annotated[int, typer.Option("--max-seq-len", help="Longer samples are counted truncated "
                                              "to this.")] = 8192,
     bs_from: Annotated[BsFrom, typer.Option("--bs-from", help="Batch size per bucket from budget // "
@@ -486,6 +494,9 @@ def replay(
     log: Annotated[str | None, typer.Option("--log", help="Correlate the loss of this log with "
                                             "the replayed batch composition.")] = None,
     step_offset: Annotated[int, typer.Option("--step-offset", help="Logged step of replayed step 0.")] = 0,
+    allow_misalignment: Annotated[bool, typer.Option(
+        "--allow-misalignment", help="Correlate even when the log's steps (per epoch, or in all) do not "
+        "match the replay's; the report then carries the mismatch as a warning.")] = False,
     null_seeds: Annotated[int, typer.Option("--null-seeds", help="Seeds for the Monte-Carlo p-value.")] = 99,
     compare: Annotated[bool, typer.Option("--compare", help="Run every strategy on the same "
                                           "lengths.")] = False,
@@ -514,8 +525,10 @@ def replay(
             token_budget=token_budget,
             max_batch_size=max_batch_size, max_seq_len=max_seq_len, bs_from=str(bs_from),
             strategy=strategy.value if isinstance(strategy, Enum) else str(strategy), seed=seed,
-            epochs=epochs, grad_accum=grad_accum, world_size=world_size, log=log,
-            step_offset=step_offset, null_seeds=null_seeds, compare=compare,
+            epochs=epochs, grad_accum=grad_accum, world_size=world_size,
+            per_device_batch=per_device_batch, batch_multiple=batch_multiple, log=log,
+            step_offset=step_offset, allow_misalignment=allow_misalignment, null_seeds=null_seeds,
+            compare=compare,
             optimize_bounds=optimize_bounds, device=str(device), page=html_out is not None)
         _writable(out_file, steps_out, html_out)
         if batches is not None and (out_file or steps_out):

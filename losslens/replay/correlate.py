@@ -10,18 +10,19 @@ import numpy as np
 import torch
 
 from losslens.detectors.stats import detrend, spearman
-from losslens.replay.fed import attribute, dependence, event_positions, in_long_runs
+from losslens.replay.align import check_alignment
+from losslens.replay.fed import attribute, dependence, event_positions, in_long_runs, verdict
 from losslens.replay.strategies import Epoch, Plan, build_epochs
 
 __all__ = ["attribute", "correlate", "step_table"]
 
 
-def step_table(epochs: list[Epoch], grad_accum: int, world_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per optimizer step: mean longest-sample length of its batches, and the bucket of its
-    longest batch."""
+def step_table(epochs: list[Epoch], plan: Plan) -> tuple[np.ndarray, np.ndarray]:
+    """Per optimizer step (``plan.per_step`` micro-batches): mean longest-sample length of its
+    batches, and the bucket of its longest batch."""
     max_len = torch.cat([e.max_len for e in epochs]).double()
     bucket = torch.cat([e.bucket for e in epochs])
-    per = max(1, grad_accum * world_size)
+    per = plan.per_step
     n = max_len.numel() // per
     ml = max_len[: n * per].reshape(n, per)
     top = torch.argmax(ml, dim=1)
@@ -30,17 +31,22 @@ def step_table(epochs: list[Epoch], grad_accum: int, world_size: int) -> tuple[n
 
 
 def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch.Tensor, plan: Plan,
-              seed: int, epochs: int, grad_accum: int = 1, world_size: int = 1, offset: int = 0,
+              seed: int, epochs: int, offset: int = 0,
               null_seeds: int = 99, window: int = 201, run_k: int = 4,
-              tick: Callable[[int, int], None] | None = None) -> dict:
-    """Align logged steps (minus ``offset``) with replayed steps and test the dependence."""
-    mean_len, bucket = step_table(build_epochs(strategy, lengths, plan, seed, epochs), grad_accum,
-                                  world_size)
+              tick: Callable[[int, int], None] | None = None, log_epoch: np.ndarray | None = None,
+              allow_misalignment: bool = False) -> dict:
+    """Align logged steps (minus ``offset``) with replayed steps — refused on a mismatch (see
+    ``align``) unless allowed — and test the dependence."""
+    eps = build_epochs(strategy, lengths, plan, seed, epochs)
+    mean_len, bucket = step_table(eps, plan)
     idx = steps.astype(np.int64) - offset
+    alignment = check_alignment(idx, log_epoch, len(mean_len), epochs, sum(e.n for e in eps) / epochs,
+                                plan.per_step, allow_misalignment)
     ok = (idx >= 0) & (idx < len(mean_len)) & np.isfinite(loss)
     if ok.sum() < 10:
-        return {"aligned_records": int(ok.sum()), "rho": None, "p_value": None,
-                "note": "fewer than 10 logged steps fall inside the replayed steps"}
+        note = "fewer than 10 logged steps fall inside the replayed steps"
+        return {"aligned_records": int(ok.sum()), "rho": None, "p_value": None, "note": note,
+                "alignment": alignment, "verdict": verdict(None, None, "sampler", {}, note)}
     idx, y = idx[ok], loss[ok]
     r, trend = detrend(y, window)
     ratio = bool(np.nanmin(y) > 0 and np.nanmin(trend) > 0)  # detrend's own choice
@@ -48,13 +54,61 @@ def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch
     levels = {int(k): round(float(np.median(r[bucket[idx] == k])), 4) for k in np.unique(bucket[idx])}
     events = idx[event_positions(y)]  # replayed steps of ladder peaks and spikes
     in_runs = in_long_runs(bucket, events, run_k)
-    null, null_runs = [], []
+    null, null_runs, others = [], [], []
     for i in range(null_seeds):
         other, other_bucket = step_table(build_epochs(strategy, lengths, plan, seed + 10_000 + 97 * i,
-                                                      epochs), grad_accum, world_size)
+                                                      epochs), plan)
         null.append(spearman(r, other[idx]))
         null_runs.append(in_long_runs(other_bucket, events, run_k))
+        others.append(other[idx])
         if tick:
             tick(i + 1, null_seeds)
-    return dependence(int(ok.sum()), rho, null, levels, ratio, len(events), in_runs, null_runs, run_k,
-                      {"null_seeds": null_seeds})
+    out = dependence(int(ok.sum()), rho, null, levels, ratio, len(events), in_runs, null_runs, run_k,
+                     {"null_seeds": null_seeds, "alignment": alignment})
+    out["verdict"] = seed_specific(r, mean_len[idx], np.asarray(others))
+    return out
+
+
+def _beyond(r: np.ndarray, shape: np.ndarray) -> np.ndarray:
+    """The loss residual with its linear fit on the shared shape taken out."""
+    c = shape - shape.mean()
+    denom = float(c @ c)
+    return r if denom == 0 else r - (float((r - r.mean()) @ c) / denom) * c
+
+
+def seed_specific(r: np.ndarray, observed: np.ndarray, others: np.ndarray, alpha: float = 0.01) -> dict:
+    """The verdict of a sampler replay: does the loss follow *this seed's* batch lengths beyond the
+    shape every seed of the sampler shares (a length-grouped sampler's sawtooth has the same phase
+    for every seed, so a plain correlation cannot tell this order from any other)? The shared shape
+    (the mean over all seeds) is fitted out of the loss; what is left is rank-correlated with each
+    seed's lengths ranked among all seeds step by step; the seed under test against the others is
+    a permutation test (all seeds are exchangeable when the loss ignores the order)."""
+    from scipy.stats import rankdata
+
+    k = len(others)
+    rows = np.vstack([observed[None, :], others])  # row 0: the seed under test
+    shape = rows.mean(0)
+    # each step's length as its rank among the seeds at that step: uniform under the null at every
+    # step, whatever the sampler's shape, skew or spread there
+    u = rankdata(rows, axis=0)
+    rb = _beyond(r, shape)
+    stats = [spearman(rb, row) for row in u]
+    spec, null = stats[0], stats[1:]
+    p = (1 + sum(abs(x) >= abs(spec) for x in null)) / (1 + k)
+    shared = spearman(r, shape)
+    spread = float(np.std(rows - shape))
+    tests = {"seed_specific": {"rho": round(spec, 4), "p_value": p,
+                               "null_rho_abs_95": round(float(np.quantile(np.abs(null), 0.95)), 4)},
+             "shared_shape": {"rho": round(shared, 4),
+                              "share_of_length_variance": round(1 - spread ** 2 / max(float(np.var(observed)),
+                                                                                      1e-12), 4)}}
+    if spread < 1e-9:
+        return verdict(None, None, "sampler", tests, "every seed of this sampler feeds the same "
+                       "lengths per step: the order cannot be told from another seed's")
+    if p <= alpha:
+        return verdict(True, p, "sampler", tests)
+    if abs(shared) >= 0.3:
+        return verdict(None, p, "sampler", tests, f"the loss follows the shape every seed of this "
+                       f"sampler shares (ρ={shared:+.2f}) but not this seed's order beyond it: wrong "
+                       "seed or RNG state, or a cause with the same period")
+    return verdict(False, p, "sampler", tests)

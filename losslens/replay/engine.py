@@ -2,6 +2,7 @@
 same-bucket run against chance, bounds, and the correlation with a logged loss."""
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import numpy as np
@@ -31,13 +32,13 @@ def pick_device(name: str = "auto") -> torch.device:
     return torch.device(name)
 
 
-def batch_table(epochs: list[Epoch], grad_accum: int = 1, world_size: int = 1):
+def batch_table(epochs: list[Epoch], plan: Plan):
     """Per-batch polars table: epoch, index, step, rank, bucket, samples, lengths, tokens."""
     import polars as pl
 
     parts = []
     start = 0
-    per = max(1, grad_accum * world_size)
+    per, world_size = plan.per_step, plan.world_size
     for e, ep in enumerate(epochs):
         n = ep.n
         glob = np.arange(start, start + n)
@@ -80,12 +81,15 @@ def max_run_null(epochs: list[Epoch], shuffles: int, seed: int) -> dict:
 
 
 def replay(lengths: np.ndarray, plan: Plan, strategy: str = "bucketed-shuffle", seed: int = 0,
-           epochs: int = 1, grad_accum: int = 1, world_size: int = 1, device: str = "auto",
+           epochs: int = 1, device: str = "auto",
            compare: bool = False, optimize: int | None = None, log_steps: np.ndarray | None = None,
            log_loss: np.ndarray | None = None, step_offset: int = 0, null_seeds: int = 99,
-           progress: Callable[[str, int, int], None] | None = None) -> tuple[dict, list[Epoch]]:
+           progress: Callable[[str, int, int], None] | None = None, log_epoch: np.ndarray | None = None,
+           allow_misalignment: bool = False) -> tuple[dict, list[Epoch]]:
     """The replay report (JSON-ready, schema losslens.replay/1) and the chosen strategy's epochs.
-    ``progress(phase, done, total)`` is told how far each phase has got (for a progress bar)."""
+    ``progress(phase, done, total)`` is told how far each phase has got (for a progress bar). With
+    a log, a step mismatch between log and replay is refused (UsageError) before the heavy work,
+    unless ``allow_misalignment``."""
     dev = pick_device(device)
     lens = torch.from_numpy(np.minimum(lengths, plan.max_seq_len)).to(dev)
     names = list(STRATEGIES) if compare else [strategy]
@@ -96,7 +100,7 @@ def replay(lengths: np.ndarray, plan: Plan, strategy: str = "bucketed-shuffle", 
         eps = build_epochs(name, lens, plan, seed, epochs)
         if name == strategy:
             chosen = eps
-        stats = order_stats(eps, plan, grad_accum, world_size)
+        stats = order_stats(eps, plan)
         entries.append({"name": name, "exactness": EXACTNESS[name], **stats})
         if progress:
             progress("replaying strategies", i + 1, len(names))
@@ -104,8 +108,9 @@ def replay(lengths: np.ndarray, plan: Plan, strategy: str = "bucketed-shuffle", 
                     "plan": {"bounds": list(plan.bounds), "token_budget": plan.token_budget,
                              "max_batch_size": plan.max_batch_size, "max_seq_len": plan.max_seq_len,
                              "bucket_batch_size": plan.bucket_batch_sizes(), "bs_from": plan.bs_from},
-                    "strategy": strategy, "seed": seed, "epochs": epochs, "grad_accum": grad_accum,
-                    "world_size": world_size, "strategies": entries}
+                    "strategy": strategy, "seed": seed, "epochs": epochs, "grad_accum": plan.grad_accum,
+                    "world_size": plan.world_size, "per_device_batch": plan.device_batch,
+                    "strategies": entries}
     notes = []
     if (over := int((lengths > plan.max_seq_len).sum())):
         notes.append(f"{over:,} samples are longer than --max-seq-len {plan.max_seq_len} and are "
@@ -117,6 +122,12 @@ def replay(lengths: np.ndarray, plan: Plan, strategy: str = "bucketed-shuffle", 
         report["notes"] = notes
     if chosen is None:
         chosen = build_epochs(strategy, lens, plan, seed, epochs)
+    if log_steps is not None:
+        from losslens.replay.align import check_alignment
+        from losslens.replay.correlate import step_table
+
+        check_alignment(log_steps.astype(np.int64) - step_offset, log_epoch, len(step_table(chosen, plan)[0]),
+                        epochs, sum(e.n for e in chosen) / epochs, plan.per_step, allow_misalignment)
     if progress:
         progress("shuffling the batch order (longest run by chance)", 0, 1)
     n_batches = sum(e.n for e in chosen)
@@ -132,7 +143,7 @@ def replay(lengths: np.ndarray, plan: Plan, strategy: str = "bucketed-shuffle", 
         if progress:
             progress(f"optimising {optimize} bucket bounds", 0, 1)
         bounds = optimize_bounds(clipped, optimize)
-        better = Plan(tuple(bounds), plan.token_budget, plan.max_batch_size, plan.max_seq_len, plan.bs_from)
+        better = dataclasses.replace(plan, bounds=tuple(bounds))
         st = order_stats(build_epochs(strategy, lens, better, seed, 1), better)
         report["optimized_bounds"] = {
             "bounds": bounds, "padding_efficiency": round(bound_efficiency(clipped, bounds), 4),
@@ -147,5 +158,7 @@ def replay(lengths: np.ndarray, plan: Plan, strategy: str = "bucketed-shuffle", 
                 progress("correlating: replays over null seeds", done, total)
 
         report["correlation"] = correlate(log_steps, log_loss, strategy, lens, plan, seed, epochs,
-                                          grad_accum, world_size, step_offset, null_seeds, tick=tick)
+                                          step_offset, null_seeds, tick=tick, log_epoch=log_epoch,
+                                          allow_misalignment=True)  # refused above unless allowed
+        report["verdict"] = report["correlation"].pop("verdict")
     return report, chosen

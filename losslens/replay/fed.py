@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from losslens.errors import InputError
+from losslens.replay.align import TOLERANCE
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,7 @@ def in_long_runs(bucket: np.ndarray, at: np.ndarray, k: int) -> float:
 
 
 def correlate_fed(steps: np.ndarray, loss: np.ndarray, fed: Fed, offset: int = 0, shifts: int = 99,
-                  seed: int = 0, window: int = 201, run_k: int = 4) -> dict:
+                  seed: int = 0, window: int = 201, run_k: int = 4, allow_misalignment: bool = False) -> dict:
     """Does the loss follow what was fed? Logged steps (minus ``offset``) are matched to recorded
     steps; the de-trended loss is rank-correlated with each step's mean length (or bucket), its
     median level taken per bucket, and its ladder peaks and spikes checked for sitting in runs of
@@ -164,10 +165,26 @@ def correlate_fed(steps: np.ndarray, loss: np.ndarray, fed: Fed, offset: int = 0
 
     pos = np.searchsorted(fed.steps, steps.astype(np.int64) - offset)
     pos = np.minimum(pos, len(fed.steps) - 1)
-    ok = (fed.steps[pos] == steps.astype(np.int64) - offset) & np.isfinite(loss)
+    matched = fed.steps[pos] == steps.astype(np.int64) - offset
+    ok = matched & np.isfinite(loss)
+    unmatched = int((~matched).sum())
+    alignment: dict = {"recorded_steps": [int(fed.steps[0]), int(fed.steps[-1])],
+                       "logged_steps_without_record": unmatched}
+    if unmatched > TOLERANCE * len(steps) and unmatched > 1:
+        message = (f"{unmatched:,} of {len(steps):,} logged steps have no recorded batch (the record "
+                   f"covers steps {fed.steps[0]:,}–{fed.steps[-1]:,}, the log {steps.min() - offset:,}–"
+                   f"{steps.max() - offset:,} after --step-offset {offset}): check --step-offset and "
+                   "that the record counts optimizer steps as the log does")
+        if not allow_misalignment:
+            from losslens.errors import UsageError
+
+            raise UsageError(f"the log and the record do not line up: {message} "
+                             "(--allow-misalignment to correlate anyway)")
+        alignment["warning"] = message
     if ok.sum() < 10:
-        return {"aligned_records": int(ok.sum()), "rho": None, "p_value": None,
-                "note": "fewer than 10 logged steps match a recorded step (see --step-offset)"}
+        note = "fewer than 10 logged steps match a recorded step (see --step-offset)"
+        return {"aligned_records": int(ok.sum()), "rho": None, "p_value": None, "note": note,
+                "alignment": alignment, "verdict": verdict(None, None, "batches", {}, note)}
     idx, y = pos[ok], loss[ok]
     r, trend = detrend(y, window)
     ratio = bool(np.nanmin(y) > 0 and np.nanmin(trend) > 0)
@@ -182,9 +199,12 @@ def correlate_fed(steps: np.ndarray, loss: np.ndarray, fed: Fed, offset: int = 0
         k = int(rng.integers(max(1, n // 10), max(2, n - n // 10)))
         null.append(spearman(r, np.roll(fed.mean_len, k)[idx]))
         null_runs.append(in_long_runs(np.roll(fed.bucket, k), events, run_k))
-    return dependence(int(ok.sum()), rho, null, levels, ratio, len(events), in_runs, null_runs, run_k,
-                      {"unmatched_records": int((~ok).sum()), "against": fed.measure,
-                       "null": f"{shifts} circular shifts of the fed sequence", "null_seeds": shifts})
+    out = dependence(int(ok.sum()), rho, null, levels, ratio, len(events), in_runs, null_runs, run_k,
+                     {"unmatched_records": int((~ok).sum()), "alignment": alignment, "against": fed.measure,
+                      "null": f"{shifts} circular shifts of the fed sequence", "null_seeds": shifts})
+    tests = {"circular_shift": {"rho": out["rho"], "p_value": out["p_value"]}}
+    out["verdict"] = verdict(out["p_value"] <= 0.01, out["p_value"], "batches", tests)
+    return out
 
 
 def dependence(aligned: int, rho: float, null: list[float], levels: dict, ratio: bool, events: int,
@@ -206,13 +226,26 @@ def dependence(aligned: int, rho: float, null: list[float], levels: dict, ratio:
     return out
 
 
-def attribute(findings: list, correlation: dict, alpha: float = 0.01) -> list:
-    """Ladder and multimodal findings take cause ``batch_composition`` when the replay ties the
-    loss to the batch order (p <= alpha); the correlation goes into their evidence."""
+def verdict(dependence: bool | None, p: float | None, method: str, tests: dict,
+            reason: str | None = None) -> dict:
+    """What a replay concludes: ``dependence`` true (the loss follows the batches), false (no
+    dependence found) or null (the data cannot tell, ``reason`` says why); the p-value that carried
+    it; ``method``: "batches" (what the run fed), "sampler" (an emulated sampler's order) or
+    "order-free"; and the tests behind it."""
+    out: dict = {"dependence": dependence, "p_value": p, "method": method, "tests": tests}
+    if reason:
+        out["reason"] = reason
+    return out
+
+
+def attribute(findings: list, correlation: dict, verdict: dict, alpha: float = 0.01) -> list:
+    """Ladder and multimodal findings take cause ``batch_composition`` when the replay's verdict
+    ties the loss to the batches (p <= alpha); the correlation goes into their evidence."""
     from dataclasses import replace
 
-    p = correlation.get("p_value")
-    if p is None or p > alpha:  # with 99 null seeds the smallest p is 0.01: inclusive
+    v = verdict
+    p = v.get("p_value")
+    if not v.get("dependence") or p is None or p > alpha:  # 99 null seeds: smallest p 0.01, inclusive
         return findings
     out = []
     for f in findings:

@@ -66,8 +66,7 @@ def expected_longest_run(p: float, n: int) -> float:
     return math.log(n * (1 - p)) / math.log(1 / p)
 
 
-def order_stats(epochs: list[Epoch], plan: Plan, grad_accum: int = 1, world_size: int = 1,
-                k_run: int = 4) -> dict:
+def order_stats(epochs: list[Epoch], plan: Plan, k_run: int = 4) -> dict:
     """What a batch sequence looks like: batches per epoch, bucket shares, padding efficiency, budget
     use, the longest same-bucket run and runs of at least ``k_run`` per 1000 batches, and its period."""
     bucket = torch.cat([e.bucket for e in epochs])
@@ -80,7 +79,7 @@ def order_stats(epochs: list[Epoch], plan: Plan, grad_accum: int = 1, world_size
     padded = int((size * max_len).sum())
     runs = run_lengths(bucket)
     top = int(torch.argmax(counts))
-    per_step = max(1, grad_accum * world_size)
+    per_step = plan.per_step
     n_steps = n_b // per_step
     step_len = max_len[: n_steps * per_step].double().reshape(n_steps, per_step).mean(1) \
         if n_steps else max_len.double()

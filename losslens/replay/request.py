@@ -50,13 +50,24 @@ class ReplayRequest:
     epochs: int = 1
     grad_accum: int = 1
     world_size: int = 1
+    per_device_batch: int | None = None  # the fixed-count samplers' batch (None: max_batch_size)
+    batch_multiple: int = 8  # fairseq's --required-batch-size-multiple
     log: str | None = None
     step_offset: int = 0
+    allow_misalignment: bool = False  # correlate even when log and replay steps do not line up
     null_seeds: int = 99
     compare: bool = False
     optimize_bounds: int | None = None
     device: str = "auto"
     page: bool = False  # the post-mortem page's data (needs log)
+
+    @property
+    def plan(self):
+        """The batching plan (``strategies.Plan``; imports torch)."""
+        from losslens.replay.strategies import Plan
+
+        return Plan(self.bounds, self.token_budget, self.max_batch_size, self.max_seq_len, self.bs_from,
+                    self.grad_accum, self.world_size, self.per_device_batch, self.batch_multiple)
 
     def __post_init__(self) -> None:
         b = self.bounds
@@ -70,7 +81,8 @@ class ReplayRequest:
         counts = {"--max-seq-len": self.max_seq_len, "--token-budget": self.token_budget,
                   "--max-batch-size": self.max_batch_size, "--epochs": self.epochs,
                   "--grad-accum": self.grad_accum, "--world-size": self.world_size,
-                  "--null-seeds": self.null_seeds}
+                  "--null-seeds": self.null_seeds, "--batch-multiple": self.batch_multiple,
+                  "--per-device-batch": 1 if self.per_device_batch is None else self.per_device_batch}
         for option, value in counts.items():
             if value < 1:
                 raise UsageError(f"{option} must be >= 1, got {value}")
@@ -115,18 +127,20 @@ class ReplayReport:
     def _tables(self) -> tuple[Any, Any]:  # built once, when first asked for
         from losslens.replay.engine import batch_table, steps_frame
 
-        batches = batch_table(self.epochs, self.request.grad_accum, self.request.world_size)
+        batches = batch_table(self.epochs, self.request.plan)
         return batches, steps_frame(batches)
 
 
-def _loss_of(log: str) -> tuple[LogData, np.ndarray, np.ndarray]:
-    """The log read, and its loss as (steps, values); a UsageError when it has no loss."""
+def _loss_of(log: str) -> tuple[LogData, np.ndarray, np.ndarray, np.ndarray | None]:
+    """The log read, its loss as (steps, values) and its epoch column when it has one; a
+    UsageError when it has no loss."""
     from losslens.logs import read_log
 
     data = read_log(log)
     if "loss" not in data.train.columns:
         raise UsageError("no loss metric in this log", source=log)
-    return data, data.train["step"].to_numpy(), data.train["loss"].cast(float).to_numpy()
+    epoch = data.train["epoch"].cast(float).to_numpy() if "epoch" in data.train.columns else None
+    return data, data.train["step"].to_numpy(), data.train["loss"].cast(float).to_numpy(), epoch
 
 
 def _attributed(data: LogData, summary: dict[str, Any]) -> Report:
@@ -138,7 +152,7 @@ def _attributed(data: LogData, summary: dict[str, Any]) -> Report:
     from losslens.replay.fed import attribute
 
     report = analyze(data)
-    found = attribute(report.findings, summary["correlation"])
+    found = attribute(report.findings, summary["correlation"], summary["verdict"])
     summary["findings"] = [f.as_dict() for f in found]
     return dataclasses.replace(report, findings=found)
 
@@ -149,7 +163,7 @@ def run(request: ReplayRequest, progress: Progress | None = None) -> ReplayRepor
     r = request
     if r.batches is not None:
         return _fed(r)
-    from losslens.replay.engine import Plan, load_lengths, replay
+    from losslens.replay.engine import load_lengths, replay
 
     assert r.lengths is not None
     lens = load_lengths(r.lengths, r.column)
@@ -157,20 +171,20 @@ def run(request: ReplayRequest, progress: Progress | None = None) -> ReplayRepor
         raise UsageError(f"--epochs {r.epochs} × {len(lens):,} samples = {len(lens) * r.epochs:,} replayed "
                          f"samples, over the {MAX_REPLAYED:,} that fit in memory (~8 GB): replay fewer "
                          "epochs (the statistics settle within a few)")
-    data = steps = loss = None
+    data = steps = loss = epoch = None
     if r.log is not None:
-        data, steps, loss = _loss_of(r.log)
-    plan = Plan(r.bounds, r.token_budget, r.max_batch_size, r.max_seq_len, r.bs_from)
-    summary, eps = replay(lens, plan, r.strategy, r.seed, r.epochs, r.grad_accum, r.world_size,
-                          r.device, r.compare, r.optimize_bounds, steps, loss, r.step_offset,
-                          r.null_seeds, progress)
+        data, steps, loss, epoch = _loss_of(r.log)
+    plan = r.plan
+    summary, eps = replay(lens, plan, r.strategy, r.seed, r.epochs, r.device, r.compare,
+                          r.optimize_bounds, steps, loss, r.step_offset, r.null_seeds, progress, epoch,
+                          r.allow_misalignment)
     analysed = step_bucket = None
     if data is not None and "correlation" in summary:
         from losslens.replay.correlate import step_table
 
         analysed = _attributed(data, summary)
         if r.page:
-            step_bucket = step_table(eps, r.grad_accum, r.world_size)[1]
+            step_bucket = step_table(eps, plan)[1]
     return ReplayReport(r, summary, eps, data, analysed, step_bucket)
 
 
@@ -182,12 +196,14 @@ def _fed(r: ReplayRequest) -> ReplayReport:
 
     assert r.batches is not None and r.log is not None
     fed = load_fed(r.batches, r.bounds)
-    data, steps, loss = _loss_of(r.log)
+    data, steps, loss, _ = _loss_of(r.log)
     summary: dict[str, Any] = {
         "schema": SCHEMA, "mode": "fed", "exactness": "exact: the batches the run recorded",
         "batches": r.batches, "steps_recorded": int(len(fed.steps)), "bounds": list(r.bounds),
         "bucket_step_share": [round(float(x), 4) for x in
                               np.bincount(fed.bucket, minlength=len(r.bounds) - 1) / len(fed.bucket)],
-        "correlation": correlate_fed(steps, loss, fed, r.step_offset, r.null_seeds, r.seed)}
+        "correlation": correlate_fed(steps, loss, fed, r.step_offset, r.null_seeds, r.seed,
+                                     allow_misalignment=r.allow_misalignment)}
+    summary["verdict"] = summary["correlation"].pop("verdict")
     return ReplayReport(r, summary, [], data, _attributed(data, summary), fed.bucket,
                         fed.steps + r.step_offset)

@@ -15,14 +15,22 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-STRATEGIES = ("static-sorted", "random", "bucketed-shuffle", "stride-interleave", "hf-group-by-length")
+from losslens.replay import frameworks
+
+STRATEGIES = ("static-sorted", "random", "bucketed-shuffle", "stride-interleave", "hf-group-by-length",
+              "hf-random", "torch-distributed", "fairseq")
 EXACTNESS = {
     "static-sorted": "batch composition exact (deterministic); batch order statistical (seed + epoch)",
     "random": "statistical (full shuffle each epoch, then greedy packing)",
     "bucketed-shuffle": "statistical (shuffle within buckets, pack, shuffle all batches)",
     "stride-interleave": ("bucket sequence exact (deterministic largest-deficit interleave); "
                           "composition statistical"),
-    "hf-group-by-length": "exact when the run seeded torch's global RNG the same way; else statistical",
+    "hf-group-by-length": ("exact (transformers LengthGroupedSampler + accelerate sharding) when torch's "
+                           "global RNG held the seed when the first epoch was drawn; else statistical"),
+    "hf-random": "exact (accelerate SeedableRandomSampler, seed + epoch; the HF Trainer's default)",
+    "torch-distributed": "exact (torch DistributedSampler, seed + epoch, set_epoch called each epoch)",
+    "fairseq": ("exact (fairseq batch_by_size, frozen batches, numpy_seed(seed + epoch) batch "
+                "shuffle; LanguagePairDataset order)"),
 }
 
 
@@ -36,6 +44,20 @@ class Plan:
     max_batch_size: int = 64
     max_seq_len: int = 8192
     bs_from: str = "bound"  # batch size from budget // exclusive bound ('bound') or // (bound - 1)
+    grad_accum: int = 1  # micro-batches per optimizer step and rank
+    world_size: int = 1  # data-parallel ranks: micro-batch j goes to rank j mod W
+    per_device_batch: int | None = None  # fixed-count samplers' batch size (None: max_batch_size)
+    batch_multiple: int = 8  # fairseq's required_batch_size_multiple
+
+    @property
+    def device_batch(self) -> int:
+        """Samples per micro-batch for the fixed-count samplers (hf-*, torch-distributed)."""
+        return self.per_device_batch or self.max_batch_size
+
+    @property
+    def per_step(self) -> int:
+        """Micro-batches per optimizer step, all ranks together."""
+        return max(1, self.grad_accum * self.world_size)
 
     @property
     def k(self) -> int:
@@ -175,26 +197,6 @@ def _largest_deficit(counts: tuple[int, ...]) -> list[int]:
     return out
 
 
-def _hf_grouped(lengths: torch.Tensor, plan: Plan, seed: int) -> Epoch:
-    """transformers' get_length_grouped_indices: mega-batches of mult × B random samples, each
-    sorted longest first; the global longest sample swapped to the very front."""
-    dev = lengths.device
-    n = lengths.numel()
-    bsz = plan.max_batch_size
-    mult = min(n // (4 * bsz), 50) or 1
-    m = mult * bsz
-    perm = _perm(n, _gen(seed), dev)
-    mega = torch.arange(n, device=dev) // m
-    key = mega * (int(lengths.max()) + 1) + (int(lengths.max()) - lengths[perm])
-    order = perm[torch.sort(key, stable=True).indices]
-    k = int(torch.argmax(lengths[order[::m]]))  # the mega-batch whose head is the longest
-    if k:
-        order[0], order[k * m] = order[k * m].clone(), order[0].clone()
-    n_b = (n + bsz - 1) // bsz
-    batch_id = torch.arange(n, device=dev) // bsz
-    return _from_groups(lengths, order, batch_id, n_b, plan, None)
-
-
 class Sorted:
     """static-sorted keeps its batches across epochs: built once, order shuffled per epoch."""
 
@@ -211,12 +213,46 @@ class Sorted:
         return _from_groups(self.lengths, e.samples, batch_id, n_b, self.plan, perm)
 
 
+def _sequence(lengths: torch.Tensor, plan: Plan, order: np.ndarray, sizes: np.ndarray) -> Epoch:
+    """An epoch from a framework's global micro-batch sequence (sample ids and batch sizes)."""
+    dev = lengths.device
+    sizes_t = torch.from_numpy(sizes).to(dev)
+    n_b = int(sizes_t.numel())
+    batch_id = torch.repeat_interleave(torch.arange(n_b, device=dev), sizes_t)
+    return _from_groups(lengths, torch.from_numpy(order).to(dev), batch_id, n_b, plan, None)
+
+
+def _framework(strategy: str, lengths: torch.Tensor, plan: Plan, seed: int, epochs: int) -> list[Epoch]:
+    """The epochs a real framework's sampler makes (``frameworks``), as Epochs."""
+    lens = lengths.cpu().numpy()
+    n, bs, world = len(lens), plan.device_batch, plan.world_size
+    out = []
+    if strategy == "fairseq":
+        frozen = frameworks.fairseq_batches(lens, plan.token_budget, plan.max_batch_size,
+                                            plan.batch_multiple, seed)
+        return [_sequence(lengths, plan, *frameworks.fairseq_epoch(frozen, seed, e)) for e in range(epochs)]
+    gen = _gen(seed)  # the grouped sampler draws epoch after epoch from one generator
+    for e in range(epochs):
+        if strategy == "hf-group-by-length":
+            seq = frameworks.shard_even(frameworks.hf_grouped_indices(lens, bs * plan.grad_accum, gen),
+                                        bs, world)
+        elif strategy == "hf-random":
+            seq = frameworks.shard_even(frameworks.hf_random_indices(n, seed, e), bs, world)
+        else:
+            seq = frameworks.torch_distributed_batches(n, bs, world, seed, e)
+        out.append(_sequence(lengths, plan, *seq))
+    return out
+
+
 def build_epochs(strategy: str, lengths: torch.Tensor, plan: Plan, seed: int, epochs: int) -> list[Epoch]:
-    """The batches of ``epochs`` epochs in feed order (epoch e uses seed + e)."""
+    """The batches of ``epochs`` epochs in feed order (epoch e uses seed + e, or the framework's
+    own rule: see ``frameworks``)."""
     lengths = lengths.clamp(max=plan.max_seq_len)
     if strategy == "static-sorted":
         s = Sorted(lengths, plan)
         return [s.epoch(seed + e) for e in range(epochs)]
+    if strategy in frameworks.FRAMEWORKS:
+        return _framework(strategy, lengths, plan, seed, epochs)
     out = []
     for e in range(epochs):
         if strategy == "random":
@@ -226,8 +262,6 @@ def build_epochs(strategy: str, lengths: torch.Tensor, plan: Plan, seed: int, ep
             out.append(_bucketed(lengths, plan, seed + e, interleave=False))
         elif strategy == "stride-interleave":
             out.append(_bucketed(lengths, plan, seed + e, interleave=True))
-        elif strategy == "hf-group-by-length":
-            out.append(_hf_grouped(lengths, plan, seed + e))
         else:
             raise ValueError(f"unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
     return out

@@ -13,13 +13,14 @@ from losslens.reporters.text import cells as _cells
 
 def render(r: dict[str, Any]) -> Group:
     """The replay report for a terminal: a table per strategy, the chance line, bounds and the
-    correlation."""
+    correlation; with a log, the verdict first."""
+    lead = [verdict_line(r)] if "verdict" in r else []
     if r.get("mode") == "fed":
         shares = " ".join(f"{x:.2f}" for x in r["bucket_step_share"])
         lines = [Text(f"{r['batches']}: {r['steps_recorded']:,} optimizer steps recorded "
                                  f"({r['exactness']}); bounds {r['bounds']}; share of steps by bucket of "
                                  f"their longest sample: {shares}")]
-        return Group(*lines, *_correlation(r))
+        return Group(*lead, *lines, *_correlation(r))
     p = r["plan"]
     head = Text(f"{r['samples']:,} samples; bounds {p['bounds']}; budget {p['token_budget']}, "
                 f"≤{p['max_batch_size']}/batch → batch size per bucket {p['bucket_batch_size']} "
@@ -35,7 +36,7 @@ def render(r: dict[str, Any]) -> Group:
                   f"{e['budget_use']:.3f}", str(e["max_same_bucket_run"]), f"{e['runs_ge_4_per_1000']:.1f}",
                   f"{e['expected_max_run_iid']:.0f}",
                   f"{e['period_steps']} (acf {e['period_acf']})" if e["period_steps"] else "—"))
-    parts: list[Any] = [head, *(Text(f"note: {n}", style="yellow") for n in r.get("notes", [])), t]
+    parts: list[Any] = [*lead, head, *(Text(f"note: {n}", style="yellow") for n in r.get("notes", [])), t]
     if "max_run_null" in r:
         m = r["max_run_null"]
         parts.append(Text(
@@ -55,12 +56,37 @@ def render(r: dict[str, Any]) -> Group:
     return Group(*parts)
 
 
+def verdict_line(r: dict[str, Any]) -> Text:
+    """One sentence: does the loss follow the batches, by which method, with which p-value."""
+    v = r["verdict"]
+    c = r.get("correlation", {})
+    if v["method"] == "batches":
+        how = f"what the run fed, against {c.get('null_seeds', 0)} circular shifts of it"
+    else:
+        how = (f"{r['strategy']} seed {r['seed']} replayed, against {c.get('null_seeds', 0)} other seeds "
+               "beyond the shape all seeds share")
+    if v["dependence"]:
+        return Text(f"verdict: the loss follows the batches (p={v['p_value']:.2g}; {how}; loss vs batch "
+                    f"length ρ={c['rho']:+.2f}) — cause: batch_composition", style="bold red")
+    if v["dependence"] is None:
+        return Text(f"verdict: the data cannot tell ({how}): {v.get('reason', '')}", style="yellow")
+    return Text(f"verdict: no dependence found (p={v['p_value']:.2g}; {how}): the loss does not follow "
+                "this order — not proof that batches do not matter (see README: what it can and cannot "
+                "mean)", style="green")
+
+
 def _correlation(r: dict[str, Any]) -> list[Any]:
     """The loss against the batches: the rank correlation and its null, the loss level per bucket,
     where the ladder peaks and spikes sit, and the log's findings with their cause."""
     parts: list[Any] = []
     if "correlation" in r:
         c = r["correlation"]
+        a = c.get("alignment", {})
+        if a.get("warning"):
+            parts.append(Text(f"alignment: {a['warning']} (correlated anyway: --allow-misalignment)",
+                              style="bold yellow"))
+        elif a.get("note"):
+            parts.append(Text(f"alignment: {a['note']}", style="yellow"))
         if c.get("rho") is None:
             parts.append(Text(f"correlation: {c.get('note')}", style="yellow"))
         else:

@@ -321,8 +321,8 @@ def test_every_command_has_short_help(command: str) -> None:
         assert "<info|warning|error>" in text
         assert "<auto|trainer-state|json-records|jsonl|csv|hf|" in text
     if command == "replay":
-        assert "<static-sorted|random|bucketed-shuffle|stride-interleave|hf-group-by-length>" in \
-            " ".join(proc.stdout.split())
+        assert ("<static-sorted|random|bucketed-shuffle|stride-interleave|hf-group-by-length|"
+                "hf-random|torch-distributed|fairseq>") in " ".join(proc.stdout.split())
     top = run("-h").stdout
     assert "--install-completion" in top and "--show-completion" in top
 

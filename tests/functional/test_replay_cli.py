@@ -97,7 +97,7 @@ def test_replay_with_log_sets_ladder_cause(tmp_path) -> None:
     lens = np.clip(rng.lognormal(6.5, 0.8, 20000), 16, 4000).astype(np.int64)
     np.save(tmp_path / "l.npy", lens)
     plan = Plan((0, 400, 800, 1600, 4001), token_budget=16000, max_batch_size=64, max_seq_len=4000)
-    mean_len, _ = step_table(build_epochs("bucketed-shuffle", torch.from_numpy(lens), plan, 7, 1), 1, 1)
+    mean_len, _ = step_table(build_epochs("bucketed-shuffle", torch.from_numpy(lens), plan, 7, 1), plan)
     steps, loss = synth.bucket_dependent_log(mean_len, strength=3.0, seed=1)
     text = "".join(f"step={s} loss={v:.5f}\n" for s, v in zip(steps, loss, strict=True))
     (tmp_path / "run.log").write_text(text)

@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from losslens.errors import InputError
+from losslens.errors import InputError, UsageError
 from losslens.replay.fed import correlate_fed, load_fed
 from tests.conftest import ROOT
 
@@ -89,7 +89,16 @@ def test_the_loss_that_follows_what_was_fed_is_found_and_an_independent_one_is_n
     # logged steps that start at 100 are recorded steps from 0 with --step-offset 100
     moved = correlate_fed(steps + 100, _loss(b, True), fed, offset=100)
     assert moved["rho"] == tied["rho"]
-    assert correlate_fed(steps + 5000, _loss(b, True), fed)["rho"] is None  # nothing aligns
+    # nothing aligns: refused with what to check, or with --allow-misalignment a null verdict
+    with pytest.raises(UsageError, match=r"2,000 of 2,000 logged steps have no recorded batch .the "
+                       r"record covers steps 0–1,999, the log 5,000–6,999 after --step-offset 0.: "
+                       r"check --step-offset"):
+        correlate_fed(steps + 5000, _loss(b, True), fed)
+    lost = correlate_fed(steps + 5000, _loss(b, True), fed, allow_misalignment=True)
+    assert lost["rho"] is None and lost["verdict"]["dependence"] is None
+    assert lost["alignment"]["warning"].startswith("2,000 of 2,000 logged steps")
+    # a few unmatched steps (a log that runs 2 % past the record) are within tolerance
+    assert correlate_fed(np.arange(2040), _loss(np.r_[b, b[:40]], True), fed)["verdict"]["dependence"]
 
 
 def test_the_readme_recorder_writes_what_replay_reads(tmp_path: Path) -> None:

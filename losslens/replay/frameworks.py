@@ -1,0 +1,176 @@
+"""The samplers of real training stacks, re-created from their source, batch for batch.
+
+Each function returns one epoch as the *global* sequence of micro-batches: micro-batch ``j`` goes to
+rank ``j mod W`` and belongs to optimizer step ``j // (W · GA)`` — the layout that accelerate's
+``BatchSamplerShard``, torch's ``DistributedSampler`` + ``DataLoader`` and fairseq's
+``ShardedIterator`` + ``GroupedIterator`` all produce. A micro-batch is an array of sample ids;
+the epoch is their concatenation (``order``) and the size of each (``sizes``).
+
+What each emulates (checked in ``tests/unit/replay/test_frameworks.py`` against the framework's
+own code on the same lengths and seed: torch's samplers run there directly; transformers,
+accelerate and fairseq through sequences recorded by ``fixtures/record_samplers.py``):
+
+- ``hf-group-by-length`` — transformers ``LengthGroupedSampler`` (``get_length_grouped_indices``
+  with batch size per-device × GA, mega-batches of min(50, n // (4·B)) batches sorted longest
+  first, the longest sample swapped to the front) drawing from one torch generator seeded once:
+  epoch e is its (e+1)-th permutation, as the Trainer's sampler draws epoch after epoch; then
+  accelerate's ``BatchSamplerShard`` (batch j to rank j mod W; with W > 1 the epoch's tail is
+  completed from its first samples, ``even_batches``).
+- ``hf-random`` — the Trainer's default: accelerate's ``SeedableRandomSampler``, a permutation
+  from a generator seeded ``seed + epoch`` (``seed`` is the Trainer's ``data_seed`` or ``seed``),
+  batched and sharded as above.
+- ``torch-distributed`` — ``DistributedSampler(shuffle=True, seed, drop_last=False)`` with
+  ``set_epoch(e)`` called each epoch: a permutation seeded ``seed + epoch``, padded by wrapping to
+  a multiple of W, rank r taking every W-th sample from r, each rank's ``DataLoader`` cutting
+  batches of per-device size.
+- ``fairseq`` — ``LanguagePairDataset.ordered_indices`` under ``numpy_seed(seed + 1)`` (a random
+  permutation, stable-sorted by length: the permutation only breaks ties), ``batch_by_size``
+  (greedy under ``max_tokens`` and ``max_sentences``, sizes a multiple of
+  ``required_batch_size_multiple`` unless smaller, the last batch dropped when not a multiple),
+  built once (``rebuild_batches`` off); each epoch e (fairseq counts from 1) shuffles the batch
+  order with ``np.random.seed(seed + e)``; shards take every W-th batch.
+
+The permutations are torch's (``torch.randperm`` on the CPU generator) or numpy's legacy
+``RandomState``, so the same seed names the same batches on every machine.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+__all__ = ["FIXED_SIZE", "FRAMEWORKS", "fairseq_batches", "fairseq_epoch", "hf_grouped_indices",
+           "hf_random_indices", "shard_even", "torch_distributed_batches"]
+
+FRAMEWORKS = ("hf-group-by-length", "hf-random", "torch-distributed", "fairseq")
+FIXED_SIZE = ("hf-group-by-length", "hf-random", "torch-distributed")  # batches of a fixed count
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(int(seed))
+
+
+def hf_grouped_indices(lengths: np.ndarray, batch_size: int, gen: torch.Generator) -> np.ndarray:
+    """transformers' ``get_length_grouped_indices(lengths, batch_size, generator=gen)``: a random
+    permutation cut into mega-batches of ``mult · batch_size`` (mult = min(n // (4 · batch_size),
+    50), at least 1), each sorted longest first (ties keep the permutation's order), and the
+    first sample of the mega-batch holding the longest one swapped with the very first."""
+    n = len(lengths)
+    mult = min(n // (batch_size * 4), 50) or 1
+    m = mult * batch_size
+    perm = torch.randperm(n, generator=gen).numpy()
+    lens = np.asarray(lengths, dtype=np.int64)[perm]
+    mega = np.arange(n) // m
+    # stable sort by (mega-batch, descending length): ties keep the permutation's order
+    order = perm[np.lexsort((-lens, mega))]
+    heads = np.asarray(lengths)[order[::m]]
+    k = int(np.argmax(heads))  # the first mega-batch whose head is the longest (torch.argmax's rule)
+    if k:
+        order[0], order[k * m] = order[k * m], order[0]
+    return order
+
+
+def hf_random_indices(n: int, seed: int, epoch: int) -> np.ndarray:
+    """accelerate's ``SeedableRandomSampler`` at ``set_epoch(epoch)``: ``randperm`` from a
+    generator seeded ``seed + epoch``."""
+    return torch.randperm(n, generator=_gen(seed + epoch)).numpy()
+
+
+def shard_even(order: np.ndarray, batch_size: int, world_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """accelerate's ``BatchSamplerShard`` (``split_batches=False``, ``even_batches=True``): batches of
+    ``batch_size`` consecutive samples, batch j to rank j mod W; with W > 1 the stream is completed
+    to a whole number of W full batches with the epoch's first W batches' samples, cycled. With
+    W = 1 accelerate does not wrap the sampler and the last batch stays short."""
+    n = len(order)
+    if world_size > 1 and n:
+        block = world_size * batch_size
+        need = -n % block
+        if need:
+            head = order[:block]
+            head = np.tile(head, -(-block // len(head)))
+            order = np.concatenate([order, head[:need]])
+    n = len(order)
+    sizes = np.full(n // batch_size, batch_size, dtype=np.int64)
+    if n % batch_size:
+        sizes = np.append(sizes, n % batch_size)
+    return order, sizes
+
+
+def torch_distributed_batches(n: int, batch_size: int, world_size: int, seed: int, epoch: int
+                              ) -> tuple[np.ndarray, np.ndarray]:
+    """torch ``DistributedSampler(shuffle=True, seed=seed, drop_last=False)`` after ``set_epoch(epoch)``
+    on every rank, each rank's ``DataLoader`` cutting batches of ``batch_size``: as the global
+    micro-batch sequence (rank r's b-th batch is micro-batch b · W + r)."""
+    perm = torch.randperm(n, generator=_gen(seed + epoch)).numpy()
+    per_rank = -(-n // world_size)
+    total = per_rank * world_size
+    if total > n:  # padded by repeating the head (as often as needed)
+        perm = np.concatenate([perm, np.tile(perm, -(-(total - n) // n))[: total - n]])
+    local = perm.reshape(per_rank, world_size)  # local[i, r]: rank r's i-th sample
+    order, sizes = [], []
+    for start in range(0, per_rank, batch_size):
+        chunk = local[start:start + batch_size]  # (b, W)
+        order.append(chunk.T.reshape(-1))  # rank 0's batch, rank 1's batch, ...
+        sizes += [len(chunk)] * world_size
+    return np.concatenate(order), np.asarray(sizes, dtype=np.int64)
+
+
+def fairseq_batches(lengths: np.ndarray, max_tokens: int, max_sentences: int, multiple: int,
+                    seed: int) -> list[np.ndarray]:
+    """fairseq's frozen batches: ``ordered_indices`` (permutation under ``numpy_seed(seed + 1)``,
+    then a stable sort by length) cut by ``batch_by_size``."""
+    lens = np.asarray(lengths, dtype=np.int64)
+    perm = np.random.RandomState(seed + 1).permutation(len(lens)).astype(np.int64)
+    idx = perm[np.argsort(lens[perm], kind="mergesort")]
+    return _batch_by_size(idx, lens[idx], max_tokens, max_sentences, multiple)
+
+
+def _batch_by_size(idx: np.ndarray, tokens: np.ndarray, max_tokens: int, max_sentences: int,
+                   mult: int) -> list[np.ndarray]:
+    """fairseq's ``batch_by_size_vec``: scan in order keeping a committed batch [start, end) and a
+    tail [end, pos]; on overflow (too many sentences or tokens) the batch is closed, and the
+    tail too when it alone overflows; otherwise the tail joins the batch whenever the size is
+    below ``mult`` or a multiple of it. The last batch is dropped when ``mult`` > 1 and its size
+    is not a multiple."""
+    n = len(idx)
+    if n == 0:
+        return []
+    ends = [0]
+    batch_start = 0
+    tail_max = batch_max = 0
+    for pos in range(n):
+        t = int(tokens[pos])
+        tail_max = max(tail_max, t)
+        new_end = pos + 1
+        new_max = max(batch_max, tail_max)
+        sentences = new_end - batch_start
+        overflow = (max_sentences > 0 and sentences > max_sentences) or \
+            (max_tokens > 0 and sentences * new_max > max_tokens)
+        matches = sentences < mult or sentences % mult == 0
+        if overflow:
+            if max_tokens > 0 and tail_max * (new_end - ends[-1]) > max_tokens:
+                ends.append(pos)
+                tail_max = t
+            batch_start = ends[-1]
+            ends.append(ends[-1])  # a new batch begins where the last one closed
+            new_max = tail_max
+        if overflow or matches:
+            ends[-1] = new_end
+            batch_max = new_max
+            tail_max = 0
+    bounds = [0, *ends] if ends[-1] == n else [0, *ends, n]
+    out = [idx[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    if mult > 1 and out and len(out[-1]) % mult:
+        out = out[:-1]
+    return out
+
+
+def fairseq_epoch(batches: list[np.ndarray], seed: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+    """One epoch of fairseq's ``EpochBatchIterator``: the frozen batches shuffled with
+    ``np.random.seed(seed + epoch + 1)`` (fairseq's epochs count from 1); shards take every W-th
+    batch, which is the global sequence itself (the empty batches that pad the last shard feed
+    nothing)."""
+    order = np.random.RandomState(seed + epoch + 1).permutation(len(batches))
+    shuffled = [batches[i] for i in order]
+    sizes = np.asarray([len(b) for b in shuffled], dtype=np.int64)
+    return (np.concatenate(shuffled) if shuffled else np.zeros(0, dtype=np.int64)), sizes
