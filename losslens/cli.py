@@ -71,6 +71,12 @@ class BsFrom(StrEnum):
     bound = "bound"
     max = "max"
 
+
+class LoggedLoss(StrEnum):
+    """replay --logged-loss: what each logged loss covers."""
+    mean = "mean"
+    last = "last"
+
 FormatOpt = Annotated[LogFormat | None, typer.Option(  # type: ignore[valid-type]
     "--format", "-f", help="Log format, or 'auto' to detect it from the content (see `losslens formats`).")]
 ConfigOpt = Annotated[str | None, typer.Option("--config", help="Settings file (TOML); default "
@@ -497,6 +503,12 @@ def replay(
     allow_misalignment: Annotated[bool, typer.Option(
         "--allow-misalignment", help="Correlate even when the log's steps (per epoch, or in all) do not "
         "match the replay's; the report then carries the mismatch as a warning.")] = False,
+    order_free: Annotated[bool, typer.Option(
+        "--order-free", help="With --log: the run's order is unknown; test the loss's bands and period "
+        "against what the strategy predicts from the lengths and parameters alone.")] = False,
+    logged_loss: Annotated[LoggedLoss, typer.Option(
+        "--logged-loss", help="Each logged loss is the mean over the logging interval (HF Trainer, "
+        "Megatron, fairseq) or the logged step's own (last: nanoGPT-style prints).")] = LoggedLoss.mean,
     null_seeds: Annotated[int, typer.Option("--null-seeds", help="Seeds for the Monte-Carlo p-value.")] = 99,
     compare: Annotated[bool, typer.Option("--compare", help="Run every strategy on the same "
                                           "lengths.")] = False,
@@ -527,7 +539,8 @@ def replay(
             strategy=strategy.value if isinstance(strategy, Enum) else str(strategy), seed=seed,
             epochs=epochs, grad_accum=grad_accum, world_size=world_size,
             per_device_batch=per_device_batch, batch_multiple=batch_multiple, log=log,
-            step_offset=step_offset, allow_misalignment=allow_misalignment, null_seeds=null_seeds,
+            step_offset=step_offset, allow_misalignment=allow_misalignment,
+            logged_loss=str(logged_loss.value), order_free=order_free, null_seeds=null_seeds,
             compare=compare,
             optimize_bounds=optimize_bounds, device=str(device), page=html_out is not None)
         _writable(out_file, steps_out, html_out)

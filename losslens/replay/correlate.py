@@ -11,7 +11,16 @@ import torch
 
 from losslens.detectors.stats import detrend, spearman
 from losslens.replay.align import check_alignment
-from losslens.replay.fed import attribute, dependence, event_positions, in_long_runs, verdict
+from losslens.replay.fed import (
+    attribute,
+    dependence,
+    event_positions,
+    in_long_runs,
+    logged_view,
+    logged_words,
+    verdict,
+    window_of,
+)
 from losslens.replay.strategies import Epoch, Plan, build_epochs
 
 __all__ = ["attribute", "correlate", "step_table"]
@@ -34,7 +43,7 @@ def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch
               seed: int, epochs: int, offset: int = 0,
               null_seeds: int = 99, window: int = 201, run_k: int = 4,
               tick: Callable[[int, int], None] | None = None, log_epoch: np.ndarray | None = None,
-              allow_misalignment: bool = False) -> dict:
+              allow_misalignment: bool = False, logged_loss: str = "mean") -> dict:
     """Align logged steps (minus ``offset``) with replayed steps — refused on a mismatch (see
     ``align``) unless allowed — and test the dependence."""
     eps = build_epochs(strategy, lengths, plan, seed, epochs)
@@ -50,7 +59,8 @@ def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch
     idx, y = idx[ok], loss[ok]
     r, trend = detrend(y, window)
     ratio = bool(np.nanmin(y) > 0 and np.nanmin(trend) > 0)  # detrend's own choice
-    rho = spearman(r, mean_len[idx])
+    k_log = window_of(idx, logged_loss)
+    rho = spearman(r, logged_view(mean_len, idx, k_log))
     levels = {int(k): round(float(np.median(r[bucket[idx] == k])), 4) for k in np.unique(bucket[idx])}
     events = idx[event_positions(y)]  # replayed steps of ladder peaks and spikes
     in_runs = in_long_runs(bucket, events, run_k)
@@ -58,14 +68,16 @@ def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch
     for i in range(null_seeds):
         other, other_bucket = step_table(build_epochs(strategy, lengths, plan, seed + 10_000 + 97 * i,
                                                       epochs), plan)
-        null.append(spearman(r, other[idx]))
+        seen = logged_view(other, idx, k_log)
+        null.append(spearman(r, seen))
         null_runs.append(in_long_runs(other_bucket, events, run_k))
-        others.append(other[idx])
+        others.append(seen)
         if tick:
             tick(i + 1, null_seeds)
     out = dependence(int(ok.sum()), rho, null, levels, ratio, len(events), in_runs, null_runs, run_k,
                      {"null_seeds": null_seeds, "alignment": alignment})
-    out["verdict"] = seed_specific(r, mean_len[idx], np.asarray(others))
+    out["logged_loss"] = logged_words(k_log)
+    out["verdict"] = seed_specific(r, logged_view(mean_len, idx, k_log), np.asarray(others))
     return out
 
 

@@ -85,7 +85,7 @@ def replay(lengths: np.ndarray, plan: Plan, strategy: str = "bucketed-shuffle", 
            compare: bool = False, optimize: int | None = None, log_steps: np.ndarray | None = None,
            log_loss: np.ndarray | None = None, step_offset: int = 0, null_seeds: int = 99,
            progress: Callable[[str, int, int], None] | None = None, log_epoch: np.ndarray | None = None,
-           allow_misalignment: bool = False) -> tuple[dict, list[Epoch]]:
+           allow_misalignment: bool = False, logged_loss: str = "mean") -> tuple[dict, list[Epoch]]:
     """The replay report (JSON-ready, schema losslens.replay/1) and the chosen strategy's epochs.
     ``progress(phase, done, total)`` is told how far each phase has got (for a progress bar). With
     a log, a step mismatch between log and replay is refused (UsageError) before the heavy work,
@@ -159,6 +159,7 @@ def replay(lengths: np.ndarray, plan: Plan, strategy: str = "bucketed-shuffle", 
 
         report["correlation"] = correlate(log_steps, log_loss, strategy, lens, plan, seed, epochs,
                                           step_offset, null_seeds, tick=tick, log_epoch=log_epoch,
-                                          allow_misalignment=True)  # refused above unless allowed
+                                          allow_misalignment=True,  # refused above unless allowed
+                                          logged_loss=logged_loss)
         report["verdict"] = report["correlation"].pop("verdict")
     return report, chosen

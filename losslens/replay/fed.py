@@ -131,6 +131,26 @@ def _columns(cols: dict[str, np.ndarray], name: str) -> tuple[np.ndarray, np.nda
         raise InputError(f"'step' and '{kind}' must be numbers", source=name) from None
 
 
+def logged_view(series: np.ndarray, idx: np.ndarray, k: int) -> np.ndarray:
+    """What a logged value at step ``idx`` saw of a per-step ``series``: the step itself (k = 1),
+    or the mean over the k steps ending there, as trainers that log the loss averaged over the
+    logging interval (HF Trainer, Megatron, fairseq) do."""
+    if k <= 1:
+        return series[idx]
+    c = np.concatenate([[0.0], np.cumsum(series, dtype=np.float64)])
+    lo = np.maximum(idx + 1 - k, 0)
+    return (c[idx + 1] - c[lo]) / (idx + 1 - lo)
+
+
+def window_of(logged: np.ndarray, mode: str) -> int:
+    """Steps behind each logged loss: the logging interval for ``mean`` (the median gap between
+    logged steps), 1 for ``last``."""
+    if mode == "last" or len(logged) < 2:
+        return 1
+    gaps = np.diff(np.unique(logged))
+    return max(1, int(np.median(gaps))) if len(gaps) else 1
+
+
 def event_positions(y: np.ndarray) -> np.ndarray:
     """Positions of ladder peaks and loss spikes in the aligned loss."""
     from losslens.detectors.ladder import find_episodes
@@ -155,7 +175,8 @@ def in_long_runs(bucket: np.ndarray, at: np.ndarray, k: int) -> float:
 
 
 def correlate_fed(steps: np.ndarray, loss: np.ndarray, fed: Fed, offset: int = 0, shifts: int = 99,
-                  seed: int = 0, window: int = 201, run_k: int = 4, allow_misalignment: bool = False) -> dict:
+                  seed: int = 0, window: int = 201, run_k: int = 4, allow_misalignment: bool = False,
+                  logged_loss: str = "mean") -> dict:
     """Does the loss follow what was fed? Logged steps (minus ``offset``) are matched to recorded
     steps; the de-trended loss is rank-correlated with each step's mean length (or bucket), its
     median level taken per bucket, and its ladder peaks and spikes checked for sitting in runs of
@@ -188,7 +209,8 @@ def correlate_fed(steps: np.ndarray, loss: np.ndarray, fed: Fed, offset: int = 0
     idx, y = pos[ok], loss[ok]
     r, trend = detrend(y, window)
     ratio = bool(np.nanmin(y) > 0 and np.nanmin(trend) > 0)
-    rho = spearman(r, fed.mean_len[idx])
+    k_log = window_of(steps, logged_loss)
+    rho = spearman(r, logged_view(fed.mean_len, idx, k_log))
     levels = {int(k): round(float(np.median(r[fed.bucket[idx] == k])), 4) for k in np.unique(fed.bucket[idx])}
     events = idx[event_positions(y)]
     in_runs = in_long_runs(fed.bucket, events, run_k)
@@ -197,14 +219,20 @@ def correlate_fed(steps: np.ndarray, loss: np.ndarray, fed: Fed, offset: int = 0
     null, null_runs = [], []
     for _ in range(shifts):
         k = int(rng.integers(max(1, n // 10), max(2, n - n // 10)))
-        null.append(spearman(r, np.roll(fed.mean_len, k)[idx]))
+        null.append(spearman(r, logged_view(np.roll(fed.mean_len, k), idx, k_log)))
         null_runs.append(in_long_runs(np.roll(fed.bucket, k), events, run_k))
     out = dependence(int(ok.sum()), rho, null, levels, ratio, len(events), in_runs, null_runs, run_k,
                      {"unmatched_records": int((~ok).sum()), "alignment": alignment, "against": fed.measure,
+                      "logged_loss": logged_words(k_log),
                       "null": f"{shifts} circular shifts of the fed sequence", "null_seeds": shifts})
     tests = {"circular_shift": {"rho": out["rho"], "p_value": out["p_value"]}}
     out["verdict"] = verdict(out["p_value"] <= 0.01, out["p_value"], "batches", tests)
     return out
+
+
+def logged_words(k: int) -> str:
+    """How each logged loss relates to the steps it covers, in words for the report."""
+    return "the step's own" if k <= 1 else f"mean over the {k} steps up to the logged one"
 
 
 def dependence(aligned: int, rho: float, null: list[float], levels: dict, ratio: bool, events: int,
@@ -250,9 +278,14 @@ def attribute(findings: list, correlation: dict, verdict: dict, alpha: float = 0
     out = []
     for f in findings:
         if f.kind in ("ladder", "multimodal"):
-            ev = {**f.evidence, "cause": "batch_composition",
-                  "replay_correlation": {"rho": correlation["rho"], "p_value": p}}
-            f = replace(f, evidence=ev, summary=f.summary + f" — replay: the loss follows the batch "
-                        f"lengths (ρ={correlation['rho']:+.2f}, p={p:.2g})")
+            if "rho" in correlation:
+                ev = {**f.evidence, "cause": "batch_composition",
+                      "replay_correlation": {"rho": correlation["rho"], "p_value": p}}
+                said = f"the loss follows the batch lengths (ρ={correlation['rho']:+.2f}, p={p:.2g})"
+            else:  # order-free: what the strategy predicts in distribution
+                ev = {**f.evidence, "cause": "batch_composition",
+                      "replay_order_free": {"p_value": p, "tests": sorted(v["tests"])}}
+                said = f"the loss shows what the batching strategy predicts (order-free, p={p:.2g})"
+            f = replace(f, evidence=ev, summary=f.summary + f" — replay: {said}")
         out.append(f)
     return out

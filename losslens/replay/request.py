@@ -55,6 +55,8 @@ class ReplayRequest:
     log: str | None = None
     step_offset: int = 0
     allow_misalignment: bool = False  # correlate even when log and replay steps do not line up
+    logged_loss: str = "mean"  # each logged loss: the mean over the logging interval, or the step's own
+    order_free: bool = False  # the run's order is unknown: test what the strategy predicts in distribution
     null_seeds: int = 99
     compare: bool = False
     optimize_bounds: int | None = None
@@ -89,6 +91,10 @@ class ReplayRequest:
         k = self.optimize_bounds
         if k is not None and not 1 <= k <= MAX_OPTIMIZED_BUCKETS:
             raise UsageError(f"--optimize-bounds K takes 1 to {MAX_OPTIMIZED_BUCKETS} buckets, got {k}")
+        if self.logged_loss not in ("mean", "last"):
+            raise UsageError(f"--logged-loss takes mean or last, got {self.logged_loss!r}")
+        if self.order_free and (self.log is None or self.lengths is None):
+            raise UsageError("--order-free tests a log against a strategy: it needs --log and --lengths")
         if self.page and self.log is None:
             raise UsageError("--html needs --log (the page shows the replay under the log's loss)")
         if (self.lengths is None) == (self.batches is None):
@@ -152,7 +158,7 @@ def _attributed(data: LogData, summary: dict[str, Any]) -> Report:
     from losslens.replay.fed import attribute
 
     report = analyze(data)
-    found = attribute(report.findings, summary["correlation"], summary["verdict"])
+    found = attribute(report.findings, summary.get("correlation", {}), summary["verdict"])
     summary["findings"] = [f.as_dict() for f in found]
     return dataclasses.replace(report, findings=found)
 
@@ -176,16 +182,56 @@ def run(request: ReplayRequest, progress: Progress | None = None) -> ReplayRepor
         data, steps, loss, epoch = _loss_of(r.log)
     plan = r.plan
     summary, eps = replay(lens, plan, r.strategy, r.seed, r.epochs, r.device, r.compare,
-                          r.optimize_bounds, steps, loss, r.step_offset, r.null_seeds, progress, epoch,
-                          r.allow_misalignment)
+                          r.optimize_bounds, None if r.order_free else steps, loss, r.step_offset,
+                          r.null_seeds, progress, epoch, r.allow_misalignment, r.logged_loss)
     analysed = step_bucket = None
-    if data is not None and "correlation" in summary:
+    if data is not None and r.order_free:
+        assert steps is not None and loss is not None
+        analysed = _order_free(r, data, steps, loss, epoch, summary, eps)
+    elif data is not None and "correlation" in summary:
         from losslens.replay.correlate import step_table
 
         analysed = _attributed(data, summary)
         if r.page:
             step_bucket = step_table(eps, plan)[1]
     return ReplayReport(r, summary, eps, data, analysed, step_bucket)
+
+
+def _order_free(r: ReplayRequest, data: LogData, steps: np.ndarray, loss: np.ndarray,
+                epoch: np.ndarray | None, summary: dict[str, Any], eps: list[Any]) -> Report:
+    """--order-free: the log's bands and period against the strategy's bucket shares of steps and
+    its period, from the lengths and parameters only (``orderfree``); the verdict into ``summary``."""
+    import dataclasses
+
+    import numpy as np
+
+    from losslens.analysis import analyze
+    from losslens.replay.align import check_alignment
+    from losslens.replay.correlate import step_table
+    from losslens.replay.fed import attribute, window_of
+    from losslens.replay.orderfree import order_free
+
+    plan = r.plan
+    _, bucket = step_table(eps, plan)
+    logged = steps.astype(np.int64) - r.step_offset
+    summary["alignment"] = check_alignment(logged, epoch, len(bucket), r.epochs,
+                                           sum(e.n for e in eps) / r.epochs, plan.per_step,
+                                           r.allow_misalignment)
+    report = analyze(data)
+    bands = None
+    for f in report.findings:
+        if f.kind == "multimodal" and f.metric == "loss":
+            bands = [w for _, w in sorted(zip(f.evidence["modes"], f.evidence["shares"], strict=True))]
+    (entry,) = [e for e in summary["strategies"] if e["name"] == r.strategy]
+    period = entry["period_steps"] if entry["period_steps"] else None
+    share = (np.bincount(bucket, minlength=len(plan.bounds) - 1) / max(1, len(bucket))).tolist()
+    ok = np.isfinite(loss)
+    summary["order_free"] = {"bucket_step_share": [round(x, 4) for x in share], "period_steps": period}
+    summary["verdict"] = order_free(logged[ok], loss[ok], bands, share, period, bucket,
+                                    window_of(logged, r.logged_loss))
+    found = attribute(report.findings, {}, summary["verdict"])
+    summary["findings"] = [f.as_dict() for f in found]
+    return dataclasses.replace(report, findings=found)
 
 
 def _fed(r: ReplayRequest) -> ReplayReport:
@@ -203,7 +249,7 @@ def _fed(r: ReplayRequest) -> ReplayReport:
         "bucket_step_share": [round(float(x), 4) for x in
                               np.bincount(fed.bucket, minlength=len(r.bounds) - 1) / len(fed.bucket)],
         "correlation": correlate_fed(steps, loss, fed, r.step_offset, r.null_seeds, r.seed,
-                                     allow_misalignment=r.allow_misalignment)}
+                                     allow_misalignment=r.allow_misalignment, logged_loss=r.logged_loss)}
     summary["verdict"] = summary["correlation"].pop("verdict")
     return ReplayReport(r, summary, [], data, _attributed(data, summary), fed.bucket,
                         fed.steps + r.step_offset)

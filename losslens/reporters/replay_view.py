@@ -62,12 +62,15 @@ def verdict_line(r: dict[str, Any]) -> Text:
     c = r.get("correlation", {})
     if v["method"] == "batches":
         how = f"what the run fed, against {c.get('null_seeds', 0)} circular shifts of it"
+    elif v["method"] == "order-free":
+        how = f"order-free: {r['strategy']}'s bucket shares and period from the lengths, the order unknown"
     else:
         how = (f"{r['strategy']} seed {r['seed']} replayed, against {c.get('null_seeds', 0)} other seeds "
                "beyond the shape all seeds share")
     if v["dependence"]:
-        return Text(f"verdict: the loss follows the batches (p={v['p_value']:.2g}; {how}; loss vs batch "
-                    f"length ρ={c['rho']:+.2f}) — cause: batch_composition", style="bold red")
+        rho = f"; loss vs batch length ρ={c['rho']:+.2f}" if c.get("rho") is not None else ""
+        return Text(f"verdict: the loss follows the batches (p={v['p_value']:.2g}; {how}{rho}) — cause: "
+                    "batch_composition", style="bold red")
     if v["dependence"] is None:
         return Text(f"verdict: the data cannot tell ({how}): {v.get('reason', '')}", style="yellow")
     return Text(f"verdict: no dependence found (p={v['p_value']:.2g}; {how}): the loss does not follow "
@@ -79,6 +82,21 @@ def _correlation(r: dict[str, Any]) -> list[Any]:
     """The loss against the batches: the rank correlation and its null, the loss level per bucket,
     where the ladder peaks and spikes sit, and the log's findings with their cause."""
     parts: list[Any] = []
+    v = r.get("verdict", {})
+    tests = v.get("tests", {}) if v.get("method") == "order-free" else {}
+    if "band_weights" in tests:
+        b = tests["band_weights"]
+        parts.append(Text(f"band weights {b['band_shares']} vs the strategy's step shares grouped "
+                          f"{b['predicted_shares']}: distance {b['distance']:.3f}, p={b['p_value']:.2g} "
+                          f"over {b['null']}"))
+    if "period" in tests:
+        t = tests["period"]
+        parts.append(Text(f"the strategy's period {t['period_steps']} steps in the loss's periodogram: "
+                          f"p={t['power_rank_p']:.2g} (its power ranked among {t['bins']} frequencies)"))
+    if tests.get("smear", {}).get("purity") is not None:
+        s = tests["smear"]
+        parts.append(Text(f"each logged value covers {s['steps_per_logged_value']} step(s); "
+                          f"{s['purity']:.0%} of a window is one bucket on average"))
     if "correlation" in r:
         c = r["correlation"]
         a = c.get("alignment", {})

@@ -118,3 +118,31 @@ def test_the_readme_recorder_writes_what_replay_reads(tmp_path: Path) -> None:
     fed = load_fed(out, (0, 4, 8, 10))
     assert fed.steps.tolist() == [0, 1, 2] and fed.max_len.tolist() == [9, 7, 8]
     assert fed.bucket.tolist() == [2, 1, 2]
+
+
+def test_a_loss_logged_as_the_mean_of_its_interval_is_compared_with_that_interval() -> None:
+    """HF Trainer, Megatron and fairseq log every k steps the mean loss since the last log: the
+    fed lengths are averaged over the same k steps (the default, --logged-loss mean); a
+    nanoGPT-style print of the step's own loss is --logged-loss last."""
+    b, lengths = _run(3000)
+    fed = load_fed_from(lengths)
+    per_step = _loss(b, True)
+    k = 10
+    logged = np.arange(k - 1, len(b), k)  # steps 9, 19, ...: each the mean of the 10 up to it
+    mean_loss = per_step[: len(logged) * k].reshape(-1, k).mean(1)
+    smeared = correlate_fed(logged, mean_loss, fed)
+    assert smeared["logged_loss"] == "mean over the 10 steps up to the logged one"
+    assert smeared["rho"] > 0.6 and smeared["p_value"] == 0.01
+    own = correlate_fed(logged, mean_loss, fed, logged_loss="last")
+    assert own["logged_loss"] == "the step's own" and abs(own["rho"]) < smeared["rho"] / 2
+    # and a loss printed at each step is the step's own either way (interval 1)
+    assert correlate_fed(np.arange(len(b)), per_step, fed)["logged_loss"] == "the step's own"
+
+
+def load_fed_from(lengths: list[list[int]]):
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "fed.jsonl"
+        path.write_text("".join(json.dumps({"step": s, "lengths": x}) + "\n" for s, x in enumerate(lengths)))
+        return load_fed(path, BOUNDS)
