@@ -267,8 +267,9 @@ def verdict(dependence: bool | None, p: float | None, method: str, tests: dict,
 
 
 def attribute(findings: list, correlation: dict, verdict: dict, alpha: float = 0.01) -> list:
-    """Ladder and multimodal findings take cause ``batch_composition`` when the replay's verdict
-    ties the loss to the batches (p <= alpha); the correlation goes into their evidence."""
+    """Ladder, multimodal and periodicity findings take cause ``batch_composition`` when the replay's
+    verdict ties the loss to the batches (p <= alpha) and nothing else (an LR schedule, an
+    accumulator) explains them; the correlation goes into their evidence."""
     from dataclasses import replace
 
     v = verdict
@@ -277,7 +278,8 @@ def attribute(findings: list, correlation: dict, verdict: dict, alpha: float = 0
         return findings
     out = []
     for f in findings:
-        if f.kind in ("ladder", "multimodal"):
+        if f.kind in ("ladder", "multimodal", "periodicity") and \
+                f.evidence.get("cause") not in ("lr_schedule", "accumulator"):
             if "rho" in correlation:
                 ev = {**f.evidence, "cause": "batch_composition",
                       "replay_correlation": {"rho": correlation["rho"], "p_value": p}}

@@ -61,7 +61,7 @@ def band_match(bands: list[float], step_share: list[float], seed: int = 0) -> di
     p = (1 + int((null <= dist[best]).sum())) / (1 + len(null))
     return {"band_shares": [round(float(x), 4) for x in w],
             "predicted_shares": [round(float(x), 4) for x in table[best]],
-            "distance": round(float(dist[best]), 4), "p_value": p,
+            "distance": round(float(dist[best]), 4), "p_value": round(p, 5),
             "null": f"{len(null):,} random band weights (Dirichlet, bands >= 5 %)"}
 
 
@@ -81,8 +81,9 @@ def period_power(steps: np.ndarray, loss: np.ndarray, period: float) -> dict | N
     if len(freqs) < 8:
         return None
     i = int(np.argmin(np.abs(freqs - f0)))
-    near = power[max(1, i - 1): i + 2].max()  # the line may fall between two bins
-    rest = power[1:]
+    lo, hi = max(1, i - 1), i + 2
+    near = power[lo:hi].max()  # the line may fall between two bins
+    rest = np.concatenate([power[1:lo], power[hi:]])  # every other frequency
     p = (1 + int((rest >= near).sum())) / (1 + len(rest))
     return {"period_steps": round(float(period), 2), "power_rank_p": round(p, 4),
             "bins": int(len(rest))}

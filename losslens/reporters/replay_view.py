@@ -108,15 +108,17 @@ def _correlation(r: dict[str, Any]) -> list[Any]:
         if c.get("rho") is None:
             parts.append(Text(f"correlation: {c.get('note')}", style="yellow"))
         else:
-            tied = c["p_value"] <= 0.01
             fed = "null" in c  # --batches: what the run fed, against shifts of itself
-            null = c["null"] if fed else f"{c['null_seeds']} other seeds"
+            null = c["null"] if fed else f"{c['null_seeds']} other seeds (the shape they share included)"
+            logged = c.get("logged_loss", "the step's own")
             parts.append(Text(
-                f"loss vs the {'fed' if fed else 'replayed'} batch {c.get('against', 'length')}: "
-                f"Spearman ρ={c['rho']:+.3f}, p={c['p_value']:.3g} over {null} "
-                f"({c['aligned_records']} records)"
-                + (": the loss follows the batch composition (cause: batch_composition)" if tied else
-                   ": no dependence on this order found"), style="bold red" if tied else "green"))
+                f"loss vs the {'fed' if fed else 'replayed'} batch {c.get('against', 'length')} ({logged}): "
+                f"Spearman ρ={c['rho']:+.3f}, p={c['p_value']:.3g} over {null} ({c['aligned_records']} "
+                "records)"))
+            spec = r.get("verdict", {}).get("tests", {}).get("seed_specific")
+            if spec:
+                parts.append(Text(f"beyond the shape all seeds share: ρ={spec['rho']:+.3f}, "
+                                  f"p={spec['p_value']:.3g} (this seed's order against the others')"))
             ratio = c["loss_level_is"] == "ratio to trend"
             levels = ", ".join(f"{k}: {'×' if ratio else ''}{v:{'.2f' if ratio else '+.3g'}}"
                                for k, v in c["loss_level_by_bucket"].items())

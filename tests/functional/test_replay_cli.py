@@ -176,3 +176,33 @@ def test_replay_batches_bad_options(tmp_path: Path, extra: list[str], message: s
     args = ["replay", "--batches", str(fed), *[str(log) if a == "L" else a for a in extra]]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2 and message in result.stderr
+
+
+def _readme_commands() -> dict[str, tuple[list[str], list[str]]]:
+    """The README's replay examples: the command after `$ losslens ` and the lines it shows."""
+    readme = (FIXTURES.parent / "README.md").read_text()
+    section = readme.split("## Replay: which batches fed the model?", 1)[1].split("## Configuration", 1)[0]
+    out = {}
+    for block in section.split("```text\n")[1:]:
+        lines = block.split("```", 1)[0].splitlines()
+        if lines and lines[0].startswith("$ losslens replay") and "--log" in lines[0]:
+            out[lines[0]] = (lines[0].removeprefix("$ losslens ").split(), lines[1:])
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", list(_readme_commands()))
+def test_readme_replay_paths_print_what_the_readme_shows(command: str) -> None:
+    """Each path's README example (sampler, batches, order-free, a refused misalignment), run from
+    the repository root: every line the README shows (… elides) is printed as shown."""
+    import os
+
+    args, shown = _readme_commands()[command]
+    proc = subprocess.run([sys.executable, "-m", "losslens", *args], capture_output=True, text=True,
+                          cwd=FIXTURES.parent, env={**os.environ, "COLUMNS": "400"}, timeout=300)
+    printed = [line.rstrip() for line in (proc.stdout + proc.stderr).splitlines()]
+    for line in shown:
+        if line != "…":
+            assert line in printed, f"{line!r} not printed by {command}"
+    refused = any(line.startswith("losslens: error:") for line in shown)
+    assert proc.returncode == (2 if refused else 0)
