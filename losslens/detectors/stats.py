@@ -250,6 +250,29 @@ def smooth(v: np.ndarray, frac: int = 20) -> np.ndarray:
     return rolling_median(v, max(1, n // frac) | 1) if n >= 20 else v.astype(float)
 
 
+def hinge_onset(y: np.ndarray, lo: int, hi: int, max_points: int = 2000, candidates: int = 300
+                ) -> tuple[int, float]:
+    """Where a rise sets in: the t0 in [lo, hi] whose model y = a + b·t + c·t² + d·max(0, t − t0)
+    (a smooth, possibly curved, course and an added rise from t0, d > 0) fits ``y[lo:]`` best by
+    least squares; with its R². Fitted on at most ``max_points`` points (a regular subsample) and
+    ``candidates`` onsets."""
+    n = len(y)
+    idx = np.arange(lo, n, max(1, (n - lo) // max_points))
+    yy, t = y[idx].astype(np.float64), idx.astype(np.float64)
+    scale = max(1.0, float(t.std()))
+    tn = (t - t.mean()) / scale
+    base = np.stack([np.ones_like(tn), tn, tn * tn], 1)
+    total = float(((yy - yy.mean()) ** 2).sum()) or 1.0
+    best, onset = np.inf, hi
+    for t0 in np.unique(np.linspace(lo, hi, min(candidates, max(2, hi - lo + 1))).astype(np.int64)):
+        a = np.column_stack([base, np.maximum(0.0, t - t0) / scale])
+        coef, *_ = np.linalg.lstsq(a, yy, rcond=None)
+        sse = float(((a @ coef - yy) ** 2).sum())
+        if coef[-1] > 0 and sse < best:
+            best, onset = sse, int(t0)
+    return onset, 1 - best / total if np.isfinite(best) else 0.0
+
+
 def level_shift(x: np.ndarray, min_side: int) -> tuple[int | None, float, float]:
     """The split that best separates two mean levels (CUSUM / two-sample t statistic), each side
     >= ``min_side`` points: (index, median before, median after)."""

@@ -8,7 +8,7 @@ import numpy as np
 
 from losslens.detectors.base import Detector, Series, fmt_number
 from losslens.detectors.relations import ladder_period, structures, top
-from losslens.detectors.stats import lr_schedule, robust_scale, smooth, spearman
+from losslens.detectors.stats import hinge_onset, lr_schedule, robust_scale, smooth, spearman
 from losslens.findings import Finding, Severity, Skipped
 
 
@@ -55,11 +55,13 @@ class Divergence(Detector):
         rho = spearman(post)
         if rise < self.min_rise or rho < self.min_rho:
             return []
+        turn = self._onset(v, skip, turn)
         lr = (series.context or {}).get("lr")
-        evidence: dict = {"turn_step": int(steps[turn]), "level_at_turn": low, "end_level": tail,
+        evidence: dict = {"turn_step": int(steps[turn]), "level_at_turn": float(s[turn]), "end_level": tail,
                           "rise": round(rise, 4), "monotonicity": round(rho, 3)}
         summary = (f"{series.metric} turns upward at step {int(steps[turn])} and rises "
-                   f"{rise:.0%} ({fmt_number(low)} → {fmt_number(tail)}) to step {int(steps[-1])}")
+                   f"{rise:.0%} from its low ({fmt_number(low)} → {fmt_number(tail)}) to step "
+                   f"{int(steps[-1])}")
         sched = lr_schedule(lr)
         if sched is not None and lr is not None:
             evidence.update(lr_at_turn=float(lr[min(turn, len(lr) - 1)]), warmup_seen=sched["warmup"],
@@ -68,6 +70,23 @@ class Divergence(Detector):
         summary += ": training is diverging (lower the LR, clip gradients, check the data)"
         return [Finding(self.name, Severity.ERROR, series.metric, int(steps[turn]), int(steps[-1]),
                         summary, evidence, series.segment)]
+
+    @staticmethod
+    def _onset(v: np.ndarray, skip: int, low: int) -> int:
+        """The turn: where the rise sets in, not the smoothed minimum (on a flat, converged loss
+        that is a noise dip anywhere before the rise). A hinge fitted in log space (an exponential
+        blow-up) and in linear space (a ramp), the better fit's onset; the minimum when the series
+        is too short to fit."""
+        n = len(v)
+        end = n - max(3, n // 20)
+        if end - skip < 8:
+            return low
+        onset, r2 = hinge_onset(v, skip, end)
+        if np.all(v[skip:] > 0):
+            log_onset, log_r2 = hinge_onset(np.log(v), skip, end)
+            if log_r2 >= r2:
+                onset = log_onset
+        return onset
 
 
 @dataclass(frozen=True)
