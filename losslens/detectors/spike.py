@@ -21,8 +21,8 @@ class Spike(Detector):
     min_ratio: how many times the local level a spike must be (1.4 = 40 % above).
     history: records needed before the first one can be judged.
     cluster: records between flagged points that still make one spike (and the records after it
-    checked for recovery). tail_factor: in heavy-tailed noise, a spike must also exceed this many
-    times the 99th percentile of the other |z|."""
+    checked for recovery). tail_factor: in heavy-tailed noise, a spike's excursion above the local
+    level (log ratio) must also exceed this many times the 99th percentile of the others'."""
 
     name = "spike"
     title = "isolated excursions far above the local level (causal rolling median and MAD)"
@@ -53,10 +53,14 @@ class Spike(Detector):
         flagged, level, z = spikes(v, self.window, self.z, self.min_ratio, self.history)
         if not flagged.any():
             return []
-        # heavy-tailed noise: a spike must also stand out from the series' own tail
-        rest = np.abs(z[self.history:][~flagged[self.history:]])
+        # heavy-tailed noise: a spike must also stand out from the series' own tail, measured as
+        # the excursion above the local level (log ratio): a z-score is not comparable along a
+        # run (the MAD of a steep early fall is wide), and would let a ×2 draw late in the run
+        # pass where a ×3 standout early in it does not
+        excursion = np.log(v / level)
+        rest = np.abs(excursion[self.history:][~flagged[self.history:]])
         if len(rest) >= 200:  # enough points for the series' own 99th percentile to mean something
-            flagged &= z > max(self.z, self.tail_factor * float(np.quantile(rest, 0.99)))
+            flagged &= excursion > self.tail_factor * float(np.quantile(rest, 0.99))
         if not flagged.any():
             return []
         idx = np.flatnonzero(flagged)
