@@ -35,7 +35,7 @@ FORMAT_NAMES = ("auto", "trainer-state", "json-records", "jsonl", "csv", "hf", "
                 "nanogpt", "modded-nanogpt", "torchtitan", "lightning", "olmo", "mlflow", "kv", "colon",
                 "tensorboard")
 STRATEGY_NAMES = ("static-sorted", "random", "bucketed-shuffle", "stride-interleave", "hf-group-by-length",
-                  "hf-random", "torch-distributed", "fairseq")
+                  "hf-random", "torch-distributed", "fairseq", "lhotse")
 
 
 class OutputFormat(StrEnum):
@@ -481,6 +481,11 @@ def replay(
         "torch-distributed: per_device_train_batch_size); default --max-batch-size.")] = None,
     batch_multiple: Annotated[int, typer.Option(
         "--batch-multiple", help="fairseq's --required-batch-size-multiple.")] = 8,
+    lhotse_buckets: Annotated[int, typer.Option(
+        "--lhotse-buckets", help="Lhotse's num_buckets (bins of equal total length).")] = 10,
+    lhotse_buffer: Annotated[int, typer.Option("--lhotse-buffer", help="Lhotse's buffer_size.")] = 20_000,
+    bucket_shuffle: Annotated[bool, typer.Option(
+        "--bucket-shuffle", help="Lhotse's shuffle=True: the order inside a bucket is random.")] = False,
     max_seq_len: Annotated[int, typer.Option("--max-seq-len", help="Longer samples are counted truncated "
                                              "to this.")] = 8192,
     bs_from: Annotated[BsFrom, typer.Option("--bs-from", help="Batch size per bucket from budget // "
@@ -538,7 +543,8 @@ def replay(
             max_batch_size=max_batch_size, max_seq_len=max_seq_len, bs_from=str(bs_from),
             strategy=strategy.value if isinstance(strategy, Enum) else str(strategy), seed=seed,
             epochs=epochs, grad_accum=grad_accum, world_size=world_size,
-            per_device_batch=per_device_batch, batch_multiple=batch_multiple, log=log,
+            per_device_batch=per_device_batch, batch_multiple=batch_multiple, lhotse_buckets=lhotse_buckets,
+            lhotse_buffer=lhotse_buffer, bucket_shuffle=bucket_shuffle, log=log,
             step_offset=step_offset, allow_misalignment=allow_misalignment,
             logged_loss=str(logged_loss.value), order_free=order_free, null_seeds=null_seeds,
             compare=compare,

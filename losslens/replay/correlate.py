@@ -12,7 +12,9 @@ import torch
 from losslens.detectors.stats import detrend, spearman
 from losslens.replay.align import check_alignment
 from losslens.replay.fed import (
+    Fed,
     attribute,
+    correlate_fed,
     dependence,
     event_positions,
     in_long_runs,
@@ -68,6 +70,11 @@ def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch
     for i in range(null_seeds):
         other, other_bucket = step_table(build_epochs(strategy, lengths, plan, seed + 10_000 + 97 * i,
                                                       epochs), plan)
+        if i == 0 and np.array_equal(other, mean_len) and np.array_equal(other_bucket, bucket):
+            return _fixed_order(steps, loss, mean_len, bucket, offset, null_seeds, seed, window, run_k,
+                                logged_loss, alignment)
+        # another order may pack into a step or two more or fewer (greedy packing, a bucket's tail)
+        other, other_bucket = _to_length(other, len(mean_len)), _to_length(other_bucket, len(bucket))
         seen = logged_view(other, idx, k_log)
         null.append(spearman(r, seen))
         null_runs.append(in_long_runs(other_bucket, events, run_k))
@@ -78,6 +85,28 @@ def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch
                      {"null_seeds": null_seeds, "alignment": alignment})
     out["logged_loss"] = logged_words(k_log)
     out["verdict"] = seed_specific(r, logged_view(mean_len, idx, k_log), np.asarray(others))
+    return out
+
+
+def _to_length(x: np.ndarray, n: int) -> np.ndarray:
+    """``x`` cut or extended (repeating its last value) to ``n`` entries."""
+    return x[:n] if len(x) >= n else np.concatenate([x, np.repeat(x[-1:], n - len(x))])
+
+
+def _fixed_order(steps: np.ndarray, loss: np.ndarray, mean_len: np.ndarray, bucket: np.ndarray, offset: int,
+                 shifts: int, seed: int, window: int, run_k: int, logged_loss: str, alignment: dict) -> dict:
+    """A sampler whose order does not depend on the seed (Lhotse without its in-bucket shuffle: its
+    bucket picks come from a fixed RNG) replays the run's order exactly, like a record of what it
+    fed: the null shifts that order against the loss, as for ``--batches``."""
+    n = len(mean_len)
+    fed = Fed(np.arange(n), mean_len, mean_len, bucket, "length")
+    out = correlate_fed(steps, loss, fed, offset, shifts, seed, window, run_k, allow_misalignment=True,
+                        logged_loss=logged_loss)
+    out["alignment"] = alignment
+    out["null"] = (f"{shifts} circular shifts of the replayed order (every seed of this sampler feeds "
+                   "the same order)")
+    v = out["verdict"]
+    out["verdict"] = verdict(v["dependence"], v["p_value"], "sampler", v["tests"], v.get("reason"))
     return out
 
 

@@ -29,6 +29,11 @@ accelerate and fairseq through sequences recorded by ``fixtures/record_samplers.
   ``required_batch_size_multiple`` unless smaller, the last batch dropped when not a multiple),
   built once (``rebuild_batches`` off); each epoch e (fairseq counts from 1) shuffles the batch
   order with ``np.random.seed(seed + e)``; shards take every W-th batch.
+- ``lhotse`` — Lhotse's ``DynamicBucketingSampler`` (map-style, ``sync_buckets`` on, not
+  concurrent): equal-duration bins estimated from the first 10,000 samples, a streaming buffer,
+  buckets picked by a ``Random(1234)`` that ignores the user's seed (the same picks every epoch),
+  batches filled until one more of their longest would pass ``max_duration``; only the optional
+  in-bucket shuffle uses ``seed + epoch``. The samples stream in the order given.
 
 The permutations are torch's (``torch.randperm`` on the CPU generator) or numpy's legacy
 ``RandomState``, so the same seed names the same batches on every machine.
@@ -40,9 +45,9 @@ import numpy as np
 import torch
 
 __all__ = ["FIXED_SIZE", "FRAMEWORKS", "fairseq_batches", "fairseq_epoch", "hf_grouped_indices",
-           "hf_random_indices", "shard_even", "torch_distributed_batches"]
+           "hf_random_indices", "lhotse_bins", "lhotse_epoch", "shard_even", "torch_distributed_batches"]
 
-FRAMEWORKS = ("hf-group-by-length", "hf-random", "torch-distributed", "fairseq")
+FRAMEWORKS = ("hf-group-by-length", "hf-random", "torch-distributed", "fairseq", "lhotse")
 FIXED_SIZE = ("hf-group-by-length", "hf-random", "torch-distributed")  # batches of a fixed count
 
 
@@ -174,3 +179,141 @@ def fairseq_epoch(batches: list[np.ndarray], seed: int, epoch: int) -> tuple[np.
     shuffled = [batches[i] for i in order]
     sizes = np.asarray([len(b) for b in shuffled], dtype=np.int64)
     return (np.concatenate(shuffled) if shuffled else np.zeros(0, dtype=np.int64)), sizes
+
+
+def lhotse_bins(lengths: np.ndarray, num_buckets: int, first: int = 10_000) -> list[float]:
+    """Lhotse's ``estimate_duration_buckets`` over the first ``first`` samples: sorted lengths cut
+    where the running total passes an equal share of the sum (equal total duration per bucket);
+    ``num_buckets - 1`` boundaries or fewer. A length equal to a boundary goes to the lower bucket
+    (``bisect_left``)."""
+    sizes = np.sort(np.asarray(lengths[:first], dtype=np.float64))
+    per = sizes.sum() / num_buckets
+    bins: list[float] = []
+    tot = 0.0
+    for size in sizes.tolist():
+        if tot > per:
+            bins.append(size)
+            tot = 0.0
+        tot += size
+    return bins
+
+
+def lhotse_epoch(lengths: np.ndarray, max_duration: float, max_cuts: int | None, bins: list[float],
+                 buffer_size: int, shuffle: bool, seed: int, epoch: int, world_size: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """One epoch of Lhotse's ``DynamicBucketingSampler`` (map-style, ``sync_buckets=True``,
+    ``drop_last=False``, not concurrent, the samples streamed in file order): a buffer of
+    ``buffer_size`` samples spread over the buckets; each batch from the bucket that a
+    ``Random(1234)`` picks (the same pick for the W ranks of a step; an unready bucket gives way to
+    its neighbours −1, +2, −3, …), filled in queue order (or ``Random(seed + epoch)``-shuffled)
+    until one more of its longest would pass ``max_duration`` or it holds ``max_cuts``; then as
+    many new samples read in. W batches per call, rank r keeping the r-th; at the end the last
+    batches are pooled and split evenly over the ranks."""
+    import bisect
+    import random
+    from collections import deque
+
+    lens = [float(x) for x in np.asarray(lengths).tolist()]
+    k = len(bins) + 1
+    buckets: list[deque[int]] = [deque() for _ in range(k)]
+    stream = iter(range(len(lens)))
+    rng = random.Random(seed + epoch)
+    bucket_rng = random.Random(1234)  # not the user's seed: fixed, and the same every epoch
+
+    def collect(n: int) -> None:
+        for _ in range(n):
+            i = next(stream, None)
+            if i is None:
+                return
+            buckets[bisect.bisect_left(bins, lens[i])].append(i)
+
+    def full(count: int, longest: float) -> bool:  # TimeConstraint.close_to_exceeding
+        return (max_cuts is not None and count >= max_cuts) or (count + 1) * longest > max_duration
+
+    def ready(b: deque[int]) -> bool:
+        longest = 0.0
+        for count, i in enumerate(b, 1):
+            longest = max(longest, lens[i])
+            if full(count, longest):
+                return True
+        return False
+
+    sel = [-1, 0]  # BucketSelectionState: the bucket picked and how many ranks used it
+
+    def pick() -> int:  # BucketSelectionState.select_bucket_idx
+        if sel[0] < 0 or sel[1] == world_size:
+            sel[0], sel[1] = bucket_rng.randrange(k), 0
+        sel[1] += 1
+        return sel[0]
+
+    def scan(pred) -> int | None:
+        idx = pick()
+        attempts, lo, hi = 0, idx, idx
+        while not (0 <= idx < k and pred(buckets[idx])):
+            if lo < 0 and hi >= k:
+                return None
+            attempts += 1
+            idx += (1 if attempts % 2 == 0 else -1) * attempts
+            lo, hi = min(lo, idx), max(hi, idx)
+        return idx
+
+    def next_batch() -> list[int] | None:
+        saved = (bucket_rng.getstate(), list(sel))
+        idx = scan(ready)
+        if idx is None:
+            bucket_rng.setstate(saved[0])
+            sel[:] = saved[1]
+            idx = scan(lambda b: len(b) > 0)
+            if idx is None:
+                return None
+        b = buckets[idx]
+        content = list(b)
+        order = list(range(len(content)))
+        if shuffle:
+            rng.shuffle(order)
+        batch, longest = [], 0.0
+        for j in order:
+            batch.append(j)
+            longest = max(longest, lens[content[j]])
+            if full(len(batch), longest):
+                break
+        if shuffle:
+            for j in sorted(batch, reverse=True):
+                del b[j]
+        else:
+            for _ in batch:
+                b.popleft()
+        collect(len(batch))
+        return [content[j] for j in batch]
+
+    collect(buffer_size)
+    out: list[list[int]] = []
+    done = False
+    while not done:
+        got: list[list[int]] = []
+        for _ in range(world_size):
+            batch = next_batch()
+            if batch is None:
+                done = True
+                if world_size == 1:
+                    break
+                continue
+            got.append(batch)
+        if not got:
+            break
+        if len(got) < world_size:  # the end: pool what is left and split it over the ranks
+            pooled = [i for g in got for i in g]
+            chunk = 0
+            while (diff := world_size - len(pooled)) > 0:
+                pooled += pooled[:diff]
+                chunk += 1
+            size, extra = divmod(len(pooled), world_size)
+            got, start = [], 0
+            for r in range(world_size):
+                end = start + size + (1 if r < extra else 0)
+                got.append(pooled[start:end])
+                start = end
+        out += got
+    sizes = np.asarray([len(b) for b in out], dtype=np.int64)
+    order = np.asarray([i for b in out for i in b], dtype=np.int64)
+    return order, sizes

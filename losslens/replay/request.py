@@ -52,6 +52,9 @@ class ReplayRequest:
     world_size: int = 1
     per_device_batch: int | None = None  # the fixed-count samplers' batch (None: max_batch_size)
     batch_multiple: int = 8  # fairseq's --required-batch-size-multiple
+    lhotse_buckets: int = 10  # Lhotse's num_buckets
+    lhotse_buffer: int = 20_000  # Lhotse's buffer_size
+    bucket_shuffle: bool = False  # Lhotse's shuffle
     log: str | None = None
     step_offset: int = 0
     allow_misalignment: bool = False  # correlate even when log and replay steps do not line up
@@ -69,7 +72,8 @@ class ReplayRequest:
         from losslens.replay.strategies import Plan
 
         return Plan(self.bounds, self.token_budget, self.max_batch_size, self.max_seq_len, self.bs_from,
-                    self.grad_accum, self.world_size, self.per_device_batch, self.batch_multiple)
+                    self.grad_accum, self.world_size, self.per_device_batch, self.batch_multiple,
+                    self.lhotse_buckets, self.lhotse_buffer, self.bucket_shuffle)
 
     def __post_init__(self) -> None:
         b = self.bounds
@@ -84,6 +88,7 @@ class ReplayRequest:
                   "--max-batch-size": self.max_batch_size, "--epochs": self.epochs,
                   "--grad-accum": self.grad_accum, "--world-size": self.world_size,
                   "--null-seeds": self.null_seeds, "--batch-multiple": self.batch_multiple,
+                  "--lhotse-buffer": self.lhotse_buffer, "--lhotse-buckets": self.lhotse_buckets - 1,
                   "--per-device-batch": 1 if self.per_device_batch is None else self.per_device_batch}
         for option, value in counts.items():
             if value < 1:

@@ -18,7 +18,7 @@ import torch
 from losslens.replay import frameworks
 
 STRATEGIES = ("static-sorted", "random", "bucketed-shuffle", "stride-interleave", "hf-group-by-length",
-              "hf-random", "torch-distributed", "fairseq")
+              "hf-random", "torch-distributed", "fairseq", "lhotse")
 EXACTNESS = {
     "static-sorted": "batch composition exact (deterministic); batch order statistical (seed + epoch)",
     "random": "statistical (full shuffle each epoch, then greedy packing)",
@@ -31,6 +31,8 @@ EXACTNESS = {
     "torch-distributed": "exact (torch DistributedSampler, seed + epoch, set_epoch called each epoch)",
     "fairseq": ("exact (fairseq batch_by_size, frozen batches, numpy_seed(seed + epoch) batch "
                 "shuffle; LanguagePairDataset order)"),
+    "lhotse": ("exact (Lhotse DynamicBucketingSampler, sync_buckets: bucket picks from Random(1234) "
+               "whatever the seed; samples streamed in the order given)"),
 }
 
 
@@ -48,6 +50,9 @@ class Plan:
     world_size: int = 1  # data-parallel ranks: micro-batch j goes to rank j mod W
     per_device_batch: int | None = None  # fixed-count samplers' batch size (None: max_batch_size)
     batch_multiple: int = 8  # fairseq's required_batch_size_multiple
+    lhotse_buckets: int = 10  # Lhotse's num_buckets (equal-duration bins)
+    lhotse_buffer: int = 20_000  # Lhotse's buffer_size
+    bucket_shuffle: bool = False  # Lhotse's shuffle: the order inside a bucket is random
 
     @property
     def device_batch(self) -> int:
@@ -231,6 +236,11 @@ def _framework(strategy: str, lengths: torch.Tensor, plan: Plan, seed: int, epoc
         frozen = frameworks.fairseq_batches(lens, plan.token_budget, plan.max_batch_size,
                                             plan.batch_multiple, seed)
         return [_sequence(lengths, plan, *frameworks.fairseq_epoch(frozen, seed, e)) for e in range(epochs)]
+    if strategy == "lhotse":
+        bins = frameworks.lhotse_bins(lens, plan.lhotse_buckets)
+        return [_sequence(lengths, plan, *frameworks.lhotse_epoch(
+            lens, plan.token_budget, plan.max_batch_size, bins, plan.lhotse_buffer, plan.bucket_shuffle,
+            seed, e, world)) for e in range(epochs)]
     gen = _gen(seed)  # the grouped sampler draws epoch after epoch from one generator
     for e in range(epochs):
         if strategy == "hf-group-by-length":

@@ -62,6 +62,9 @@ def verdict_line(r: dict[str, Any]) -> Text:
     c = r.get("correlation", {})
     if v["method"] == "batches":
         how = f"what the run fed, against {c.get('null_seeds', 0)} circular shifts of it"
+    elif "circular_shift" in v["tests"]:  # a sampler whose order no seed changes
+        how = (f"{r['strategy']} replayed, the same order for every seed, against "
+               f"{c.get('null_seeds', 0)} circular shifts of it")
     elif v["method"] == "order-free":
         how = f"order-free: {r['strategy']}'s bucket shares and period from the lengths, the order unknown"
     else:
@@ -108,8 +111,8 @@ def _correlation(r: dict[str, Any]) -> list[Any]:
         if c.get("rho") is None:
             parts.append(Text(f"correlation: {c.get('note')}", style="yellow"))
         else:
-            fed = "null" in c  # --batches: what the run fed, against shifts of itself
-            null = c["null"] if fed else f"{c['null_seeds']} other seeds (the shape they share included)"
+            fed = r.get("mode") == "fed"  # --batches: what the run fed, against shifts of itself
+            null = c.get("null") or f"{c['null_seeds']} other seeds (the shape they share included)"
             logged = c.get("logged_loss", "the step's own")
             parts.append(Text(
                 f"loss vs the {'fed' if fed else 'replayed'} batch {c.get('against', 'length')} ({logged}): "

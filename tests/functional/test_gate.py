@@ -322,7 +322,7 @@ def test_every_command_has_short_help(command: str) -> None:
         assert "<auto|trainer-state|json-records|jsonl|csv|hf|" in text
     if command == "replay":
         assert ("<static-sorted|random|bucketed-shuffle|stride-interleave|hf-group-by-length|"
-                "hf-random|torch-distributed|fairseq>") in " ".join(proc.stdout.split())
+                "hf-random|torch-distributed|fairseq|lhotse>") in " ".join(proc.stdout.split())
     top = run("-h").stdout
     assert "--install-completion" in top and "--show-completion" in top
 

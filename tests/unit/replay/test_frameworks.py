@@ -31,7 +31,9 @@ def plan_of(case: str) -> tuple[str, Plan, int, int]:
     strategy, bs, ga, world, seed, epochs, extra = CASES[case]
     plan = Plan(BOUNDS, token_budget=extra.get("max_tokens", 49152),
                 max_batch_size=extra.get("max_sentences", 64), max_seq_len=2048, grad_accum=ga,
-                world_size=world, per_device_batch=bs or None, batch_multiple=extra.get("multiple", 8))
+                world_size=world, per_device_batch=bs or None, batch_multiple=extra.get("multiple", 8),
+                lhotse_buckets=extra.get("buckets", 10), lhotse_buffer=extra.get("buffer", 20_000),
+                bucket_shuffle=extra.get("shuffle", False))
     return strategy, plan, seed, epochs
 
 
@@ -155,7 +157,8 @@ def framework_run(case: str) -> tuple[str, Plan, int, int, np.ndarray, np.ndarra
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", ["hf_grouped_long", "hf_random_w2", "fairseq_w4", "torch_distributed"])
+@pytest.mark.parametrize("case", ["hf_grouped_long", "hf_random_w2", "fairseq_w4", "torch_distributed",
+                                  "lhotse_w2_shuffled", "lhotse_w1"])
 def test_planted_dependence_on_a_framework_fed_run(case: str) -> None:
     """A run fed by the framework's own sampler, its loss following the batch lengths: replay with
     the run's parameters finds it (p <= 0.01); the same loss shuffled in time is no dependence, and
@@ -170,6 +173,9 @@ def test_planted_dependence_on_a_framework_fed_run(case: str) -> None:
     control = correlate(steps, rng.permutation(loss), strategy, t_lens, plan, seed, epochs, null_seeds=99)
     assert control["verdict"]["dependence"] is False and control["verdict"]["p_value"] > 0.01
     wrong = correlate(steps, loss, strategy, t_lens, plan, seed + 1, epochs, null_seeds=99)["verdict"]
+    if case == "lhotse_w1":  # no in-bucket shuffle: Lhotse's bucket picks ignore the seed, so does the order
+        assert "circular_shift" in found["tests"] and wrong == found
+        return
     assert wrong["dependence"] is not True
     if strategy == "hf-group-by-length":  # the sawtooth every seed shares: seen, and said so
         assert wrong["dependence"] is None and "shape every seed" in wrong["reason"]

@@ -75,7 +75,9 @@ def test_invariants(strategy: str) -> None:
             assert torch.equal(torch.sort(ea.samples).values, torch.arange(3000))  # each sample once
         parts = ea.samples.split(ea.size.tolist())
         assert [int(lens[p].max()) for p in parts] == ea.max_len.tolist()
-        if strategy not in FIXED_SIZE:  # fixed-size batches by sample count, not tokens
+        # fixed-count samplers do not pack by tokens; Lhotse checks the budget after adding a
+        # sample, so its last (longer) one may overshoot it
+        if strategy not in (*FIXED_SIZE, "lhotse"):
             assert bool((ea.size * ea.max_len <= plan.token_budget).all())
 
 
