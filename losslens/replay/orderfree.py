@@ -45,11 +45,13 @@ def band_match(bands: list[float], step_share: list[float], seed: int = 0) -> di
     w = np.asarray(bands, dtype=np.float64)
     w = w / w.sum()
     s = np.asarray(step_share, dtype=np.float64)
-    s = s[s > 0]
+    present = np.flatnonzero(s > 0)  # buckets that feed any step
+    s = s[present]
     m, k = len(w), len(s)
     if m < 2 or k < m:
         return None
-    options = [_grouped(s, c) for c in _groupings(k, m)]
+    cuts = _groupings(k, m)
+    options = [_grouped(s, c) for c in cuts]
     options += [g[::-1] for g in options]
     table = np.asarray(options)  # (groupings, m)
     dist = 0.5 * np.abs(table - w[None, :]).sum(1)
@@ -59,7 +61,12 @@ def band_match(bands: list[float], step_share: list[float], seed: int = 0) -> di
     draws = draws[(draws >= 0.05).all(1)]  # bands under 5 % are not reported as bands
     null = (0.5 * np.abs(draws[:, None, :] - table[None, :, :]).sum(2)).min(1)
     p = (1 + int((null <= dist[best]).sum())) / (1 + len(null))
-    return {"band_shares": [round(float(x), 4) for x in w],
+    c = cuts[best % len(cuts)]
+    edges = (0, *c, k)
+    groups = [present[a:b].tolist() for a, b in zip(edges[:-1], edges[1:], strict=True)]
+    if best >= len(cuts):  # longer batches, lower loss: the bands run the other way
+        groups = groups[::-1]
+    return {"band_shares": [round(float(x), 4) for x in w], "bucket_groups": groups,
             "predicted_shares": [round(float(x), 4) for x in table[best]],
             "distance": round(float(dist[best]), 4), "p_value": round(p, 5),
             "null": f"{len(null):,} random band weights (Dirichlet, bands >= 5 %)"}
@@ -87,6 +94,33 @@ def period_power(steps: np.ndarray, loss: np.ndarray, period: float) -> dict | N
     p = (1 + int((rest >= near).sum())) / (1 + len(rest))
     return {"period_steps": round(float(period), 2), "power_rank_p": round(p, 4),
             "bins": int(len(rest))}
+
+
+def _runs(member: np.ndarray) -> np.ndarray:
+    """Lengths of the runs of True in a boolean sequence."""
+    edges = np.diff(np.concatenate([[0], member.astype(np.int8), [0]]))
+    return np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)
+
+
+def band_runs(high: np.ndarray, predicted: list[np.ndarray]) -> dict | None:
+    """The runs of the loss's top band (consecutive logged records in it) against the runs of the
+    strategy's top bucket group at the same logged steps, over replays with other seeds, and against
+    records in random order (what no order at all gives for the same share). Reported, not
+    counted in the verdict: a loss's own autocorrelation lengthens runs too."""
+    obs = _runs(high)
+    if len(obs) < 3 or not predicted:
+        return None
+    pred = np.array([_runs(p).mean() if p.any() else 0.0 for p in predicted])
+    share = float(high.mean())
+    rng = np.random.default_rng(0)
+    perm = np.array([_runs(rng.permutation(high)).mean() for _ in range(199)])
+    mean = float(obs.mean())
+    return {"observed_mean_run": round(mean, 3), "strategy_mean_run": round(float(np.median(pred)), 3),
+            "strategy_q05_q95": [round(float(np.quantile(pred, 0.05)), 3),
+                                 round(float(np.quantile(pred, 0.95)), 3)],
+            "replays": len(predicted), "no_order_mean_run": round(float(perm.mean()), 3),
+            "longer_than_no_order_p": (1 + int((perm >= mean).sum())) / 200,
+            "top_band_share": round(share, 4)}
 
 
 def smear(bucket: np.ndarray, k: int) -> dict:

@@ -234,9 +234,45 @@ def _order_free(r: ReplayRequest, data: LogData, steps: np.ndarray, loss: np.nda
     summary["order_free"] = {"bucket_step_share": [round(x, 4) for x in share], "period_steps": period}
     summary["verdict"] = order_free(logged[ok], loss[ok], bands, share, period, bucket,
                                     window_of(logged, r.logged_loss))
+    band = summary["verdict"]["tests"].get("band_weights")
+    if band:
+        runs = _band_runs(r, logged[ok], loss[ok], band)
+        if runs:
+            summary["verdict"]["tests"]["band_runs"] = runs
     found = attribute(report.findings, {}, summary["verdict"])
     summary["findings"] = [f.as_dict() for f in found]
     return dataclasses.replace(report, findings=found)
+
+
+RUN_REPLAYS = 19  # other seeds replayed for the top band's run lengths
+
+
+def _band_runs(r: ReplayRequest, logged: np.ndarray, loss: np.ndarray, band: dict) -> dict | None:
+    """The order-free run-length test: the loss's top band (its share of the de-trended records)
+    against the top bucket group's runs in replays of the strategy with other seeds."""
+    import numpy as np
+    import torch
+
+    from losslens.detectors.stats import detrend
+    from losslens.replay.correlate import step_table
+    from losslens.replay.engine import build_epochs, load_lengths
+    from losslens.replay.orderfree import band_runs
+
+    plan = r.plan
+    assert r.lengths is not None
+    lens = torch.from_numpy(np.minimum(load_lengths(r.lengths, r.column), plan.max_seq_len))
+    resid, _ = detrend(loss, 201)
+    high = resid > np.quantile(resid, 1 - band["band_shares"][-1])
+    top = band["bucket_groups"][-1]
+    predicted = []
+    for i in range(RUN_REPLAYS):
+        _, bucket = step_table(build_epochs(r.strategy, lens, plan, r.seed + 1000 + i, r.epochs), plan)
+        keep = (logged >= 0) & (logged < len(bucket))
+        if keep.sum() < 10:
+            return None
+        predicted.append(np.isin(bucket[logged[keep]], top))
+    keep = (logged >= 0) & (logged < len(bucket))
+    return band_runs(high[keep], predicted)
 
 
 def _fed(r: ReplayRequest) -> ReplayReport:

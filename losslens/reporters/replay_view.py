@@ -92,6 +92,15 @@ def _correlation(r: dict[str, Any]) -> list[Any]:
         parts.append(Text(f"band weights {b['band_shares']} vs the strategy's step shares grouped "
                           f"{b['predicted_shares']}: distance {b['distance']:.3f}, p={b['p_value']:.2g} "
                           f"over {b['null']}"))
+    if "band_runs" in tests:
+        t = tests["band_runs"]
+        lo, hi = t["strategy_q05_q95"]
+        parts.append(Text(f"top band ({t['top_band_share']:.0%} of records) in runs of "
+                          f"{t['observed_mean_run']:.2f} records on average; the strategy's top buckets "
+                          f"at the same steps: {t['strategy_mean_run']:.2f} ({lo:.2f}–{hi:.2f} over "
+                          f"{t['replays']} seeds); "
+                          f"records in random order: {t['no_order_mean_run']:.2f} (longer: "
+                          f"p={t['longer_than_no_order_p']:.2g})"))
     if "period" in tests:
         t = tests["period"]
         parts.append(Text(f"the strategy's period {t['period_steps']} steps in the loss's periodogram: "

@@ -84,3 +84,21 @@ def test_order_free_names_the_bucketed_fixture_from_its_band_weights() -> None:
     assert v["dependence"] is True and v["tests"]["band_weights"]["p_value"] < 0.01
     (multi,) = [f for f in rep.summary["findings"] if f["kind"] == "multimodal"]
     assert multi["evidence"]["cause"] == "batch_composition"
+
+
+def test_top_band_runs_against_the_strategy_and_no_order() -> None:
+    """A top band met in runs of ~5 records, as the strategy's top buckets come: the same mean run
+    as the replays, longer than the same records in random order give."""
+    from losslens.replay.orderfree import band_runs
+
+    rng = np.random.default_rng(1)
+
+    def blocks() -> np.ndarray:
+        return np.repeat(rng.random(200) < 0.4, 5)
+
+    t = band_runs(blocks(), [blocks() for _ in range(19)])
+    assert t is not None and t["replays"] == 19
+    lo, hi = t["strategy_q05_q95"]
+    assert lo - 1 <= t["observed_mean_run"] <= hi + 1 and t["observed_mean_run"] > 4
+    assert t["no_order_mean_run"] < 2 and t["longer_than_no_order_p"] == 0.005
+    assert band_runs(np.zeros(50, dtype=bool), [blocks()]) is None  # no runs to compare
