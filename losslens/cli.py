@@ -96,6 +96,9 @@ VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Also list the
                                           "passed over and the checks that could not run.")]
 SkipOpt = Annotated[bool, typer.Option("--skip-unreadable", help="Pass over logs that cannot be read "
                                        "(still named on stderr) instead of exiting 2.")]
+JobsOpt = Annotated[int | None, typer.Option(
+    "--jobs", "-j", help="Processes that read and analyse logs when there are several (default: "
+    "the CPU count); the output keeps the order of the logs.")]
 AllOpt = Annotated[bool, typer.Option("--all", help="List every finding (many of one kind are "
                                       "otherwise grouped: the worst few and a count).")]
 Logs = Annotated[list[str], typer.Argument(help="Log files, globs or run folders ('-' reads standard "
@@ -159,11 +162,12 @@ def _output(output_format: OutputFormat | None, json: bool) -> OutputFormat:
 
 
 def _options(config: str | None, format: Any, ignore: str | None, metric: list[str] | None,
-             quiet: bool = False, verbose: bool = False, skip_unreadable: bool = False) -> Options:
+             quiet: bool = False, verbose: bool = False, skip_unreadable: bool = False,
+             jobs: int | None = 1) -> Options:
     from losslens.runner import Options
 
     return Options.make(config, format.value if format is not None else None, ignore, metric,
-                        quiet, verbose, skip_unreadable)
+                        quiet, verbose, skip_unreadable, jobs)
 
 
 def _results(logs: list[str], run: Options) -> Iterator[Result]:
@@ -261,6 +265,7 @@ def analyze(
                                            "comments) instead of the terminal report.")] = False,
     show_all: AllOpt = False,
     skip_unreadable: SkipOpt = False,
+    jobs: JobsOpt = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
@@ -269,7 +274,7 @@ def analyze(
     from losslens.reporters.base import Context
 
     with user_errors():
-        run = _options(config, format, ignore, metric, quiet, verbose, skip_unreadable)
+        run = _options(config, format, ignore, metric, quiet, verbose, skip_unreadable, jobs)
         fmt, threshold = _output(output_format, json), _severity(fail_on)
         _writable(html_out, plot)
         if plot:
@@ -308,6 +313,7 @@ def check(
     config: ConfigOpt = None,
     show_all: AllOpt = False,
     skip_unreadable: SkipOpt = False,
+    jobs: JobsOpt = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
@@ -318,7 +324,7 @@ def check(
     from losslens.runner import gate
 
     with user_errors():
-        run = _options(config, format, ignore, metric, quiet, verbose, skip_unreadable)
+        run = _options(config, format, ignore, metric, quiet, verbose, skip_unreadable, jobs)
         fmt = _output(output_format, json)
         threshold = _severity(fail_on) or Severity.parse(run.settings.fail_on)
         reporter, ctx = _reporter(fmt), Context("check", out.width, show_all, run.verbose, threshold)

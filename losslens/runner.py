@@ -31,10 +31,12 @@ class Options:
     quiet: bool = False
     verbose: bool = False
     skip_unreadable: bool = False
+    jobs: int = 1  # processes reading and analysing logs (several logs only)
 
     @classmethod
     def make(cls, config: str | None, fmt: str | None, ignore: str | None, metric: list[str] | None,
-             quiet: bool = False, verbose: bool = False, skip_unreadable: bool = False) -> Options:
+             quiet: bool = False, verbose: bool = False, skip_unreadable: bool = False,
+             jobs: int | None = 1) -> Options:
         """From the command's options; the settings file fills what they leave out."""
         from losslens.config import load
         from losslens.logs.registry import check_format
@@ -44,8 +46,10 @@ class Options:
             raise UsageError("--quiet and --verbose disagree: pass one")
         fmt = fmt if fmt is not None else settings.format
         check_format(fmt)
+        if jobs is not None and jobs < 1:
+            raise UsageError(f"--jobs must be >= 1, got {jobs}")
         return cls(settings, fmt, ignore_kinds(ignore, settings), tuple(metric or settings.metric),
-                   quiet, verbose, skip_unreadable)
+                   quiet, verbose, skip_unreadable, jobs or default_jobs())
 
     @property
     def format(self) -> str | None:
@@ -80,26 +84,66 @@ class Result:
     explicit: bool = True
 
 
-def results(found: Walk, options: Options, names: list[str]) -> Iterator[Result]:
-    """Each log of the walk read and analysed in turn. A log that cannot be read is a Result with
-    its error (``skipped`` with --skip-unreadable); a walk that finds no log, or none that could be
-    read, is a UsageError."""
+def default_jobs() -> int:
+    """The cores this process may use."""
+    import os
+
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+Analysed = tuple["LogData | None", "Report | None", "str | None"]  # data, report, or why not
+
+
+def analyse_one(path: str, options: Options) -> Analysed:
+    """One log read and analysed: (its data, its report, None), or (None, None, why it could not
+    be read). Runs in the calling process or in a worker (--jobs)."""
     from losslens.analysis import analyze_log
     from losslens.logs import read_log
 
+    try:
+        log, report = analyze_log(read_log(path, options.format), options.settings.registry(),
+                                  options.ignore, options.metrics)
+    except LossLensError as exc:
+        return None, None, str(exc)
+    return log, report, None
+
+
+def _analysed(paths: list[str], options: Options) -> Iterator[Analysed]:
+    """``analyse_one`` of each path, in order: in this process, or over ``options.jobs`` worker
+    processes when there are several logs (spawned, not forked: polars' threads do not survive a
+    fork), each taking the logs in chunks."""
+    jobs = min(options.jobs, len(paths))
+    if jobs <= 1:
+        yield from (analyse_one(p, options) for p in paths)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from functools import partial
+
+    chunk = max(1, min(64, len(paths) // (4 * jobs)))
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield from pool.map(partial(analyse_one, options=options), paths, chunksize=chunk)
+
+
+def results(found: Walk, options: Options, names: list[str]) -> Iterator[Result]:
+    """Each log of the walk read and analysed, in the walk's order (over ``options.jobs``
+    processes when there are several). A log that cannot be read is a Result with its error
+    (``skipped`` with --skip-unreadable); a walk that finds no log, or none that could be read, is
+    a UsageError."""
     if not found.targets:
         passed = (f" ({len(found.ignored)} file(s) passed over as not logs; --verbose lists them)"
                   if found.ignored else "")
         raise UsageError(f"no log files found in {', '.join(names)}{passed}")
-    registry, read = options.settings.registry(), 0
-    for t in found.targets:
-        try:
-            log, report = analyze_log(read_log(t.path, options.format), registry, options.ignore,
-                                      options.metrics)
-        except LossLensError as exc:
+    read = 0
+    for t, (log, report, error) in zip(found.targets, _analysed([t.path for t in found.targets], options),
+                                       strict=True):
+        if error is not None:
             skipped = options.skip_unreadable
             read += not skipped
-            yield Result(t.path, None, None, str(exc), skipped, t.explicit)
+            yield Result(t.path, None, None, error, skipped, t.explicit)
             continue
         read += 1
         yield Result(t.path, log, report)

@@ -19,14 +19,25 @@ SNIFF_DEEP_BYTES = 8 << 20
 
 
 def sniff(lines: list[str], limit: int = SNIFF_LINES) -> tuple[Format | None, dict[str, int]]:
-    """The format that reads most of the first ``limit`` non-blank lines, and every score."""
+    """The format that reads most of the first ``limit`` non-blank lines, and the scores of the
+    formats tried: in registry order, up to the first specific format that reads every line (no
+    later one can win: ties keep the first, and a generic one yields to it)."""
     raw, stripped = _samples(lines, limit)
-    # a format may know the prefixes itself (fairseq's 'time | INFO | fairseq.trainer |'): the
-    # better of its score on the lines as they are and without the capture's prefixes
-    scores = {f.name: max(f.sniff(raw), f.sniff(stripped) if stripped != raw else 0) for f in FORMATS}
-    best = max(FORMATS, key=lambda f: scores[f.name])  # max keeps the first on ties
+    scores: dict[str, int] = {}
+    tried = []
+    for f in FORMATS:
+        # a format may know the prefixes itself (fairseq's 'time | INFO | fairseq.trainer |'): the
+        # better of its score on the lines as they are and without the capture's prefixes
+        score = f.sniff(raw)
+        if score < len(raw) and stripped != raw:
+            score = max(score, f.sniff(stripped))
+        scores[f.name] = score
+        tried.append(f)
+        if raw and score == len(raw) and not f.generic:
+            break
+    best = max(tried, key=lambda f: scores[f.name])  # max keeps the first on ties
     if best.generic:
-        specific = max((f for f in FORMATS if not f.generic), key=lambda f: scores[f.name])
+        specific = max((f for f in tried if not f.generic), key=lambda f: scores[f.name])
         if scores[specific.name] > 0 and 4 * scores[specific.name] >= scores[best.name]:
             best = specific
     return (best if scores[best.name] > 0 else None), scores

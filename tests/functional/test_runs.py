@@ -190,3 +190,30 @@ def test_watch_trainer_state_rereads_when_rewritten(tmp_path: Path, half_written
     ev = json.loads(out.splitlines()[0])
     assert (ev["finding"]["kind"], ev["finding"]["metric"], ev["finding"]["start_step"]) == \
         ("nonfinite", "grad_norm", 600)
+
+
+@pytest.mark.slow
+def test_many_logs_over_several_processes_report_as_one(tmp_path: Path) -> None:
+    """check and analyze over a folder of logs with --jobs 2: the same output, in the same order,
+    and the same exit code as with --jobs 1 (an unreadable log and a NaN among them)."""
+    import shutil
+
+    from tests.conftest import FIXTURES
+
+    for name in ("nanogpt_nan.log", "hf_stdout.log", "seed004_dflash.log", "fairseq.log",
+                 "metrics.jsonl", "drafter_restart.log"):
+        shutil.copy(FIXTURES / name, tmp_path / name)
+    (tmp_path / "broken.log").write_text("hello\nworld\n")  # no known format: an error row
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "losslens", *args], capture_output=True, text=True,
+                              timeout=300)
+
+    for command in (["check"], ["analyze", "--json"]):
+        one = run(*command, str(tmp_path), "--jobs", "1")
+        two = run(*command, str(tmp_path), "--jobs", "2")
+        assert one.returncode == two.returncode == 2  # the broken log: never 'ok'
+        assert one.stdout == two.stdout and one.stderr == two.stderr
+    assert "nanogpt_nan.log" in one.stdout
+    bad = run("check", str(tmp_path), "--jobs", "0")
+    assert bad.returncode == 2 and bad.stderr.strip() == "losslens: error: --jobs must be >= 1, got 0"

@@ -1,0 +1,19 @@
+"""CI-cheap runs of the benchmarks in bench/ at small sizes, so that a benchmark never rots."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+@pytest.mark.slow
+def test_many_logs_benchmark_runs_small() -> None:
+    script = ROOT / "bench" / "many_logs.py"
+    proc = subprocess.run([sys.executable, str(script), "--logs", "6", "--sample", "2"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "6 logs of 300 lines" in proc.stdout and "faster)" in proc.stdout
