@@ -45,13 +45,15 @@ import numpy as np
 import torch
 
 __all__ = ["FIXED_SIZE", "FRAMEWORKS", "fairseq_batches", "fairseq_epoch", "hf_grouped_indices",
-           "hf_random_indices", "lhotse_bins", "lhotse_epoch", "shard_even", "torch_distributed_batches"]
+           "generator", "hf_random_indices", "lhotse_bins", "lhotse_epoch", "shard_even",
+           "torch_distributed_batches"]
 
 FRAMEWORKS = ("hf-group-by-length", "hf-random", "torch-distributed", "fairseq", "lhotse")
 FIXED_SIZE = ("hf-group-by-length", "hf-random", "torch-distributed")  # batches of a fixed count
 
 
-def _gen(seed: int) -> torch.Generator:
+def generator(seed: int) -> torch.Generator:
+    """A CPU torch generator seeded with ``seed``: what ``torch.manual_seed`` gives the global one."""
     return torch.Generator().manual_seed(int(seed))
 
 
@@ -78,7 +80,7 @@ def hf_grouped_indices(lengths: np.ndarray, batch_size: int, gen: torch.Generato
 def hf_random_indices(n: int, seed: int, epoch: int) -> np.ndarray:
     """accelerate's ``SeedableRandomSampler`` at ``set_epoch(epoch)``: ``randperm`` from a
     generator seeded ``seed + epoch``."""
-    return torch.randperm(n, generator=_gen(seed + epoch)).numpy()
+    return torch.randperm(n, generator=generator(seed + epoch)).numpy()
 
 
 def shard_even(order: np.ndarray, batch_size: int, world_size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -106,7 +108,7 @@ def torch_distributed_batches(n: int, batch_size: int, world_size: int, seed: in
     """torch ``DistributedSampler(shuffle=True, seed=seed, drop_last=False)`` after ``set_epoch(epoch)``
     on every rank, each rank's ``DataLoader`` cutting batches of ``batch_size``: as the global
     micro-batch sequence (rank r's b-th batch is micro-batch b · W + r)."""
-    perm = torch.randperm(n, generator=_gen(seed + epoch)).numpy()
+    perm = torch.randperm(n, generator=generator(seed + epoch)).numpy()
     per_rank = -(-n // world_size)
     total = per_rank * world_size
     if total > n:  # padded by repeating the head (as often as needed)

@@ -192,7 +192,7 @@ def run(request: ReplayRequest, progress: Progress | None = None) -> ReplayRepor
     analysed = step_bucket = None
     if data is not None and r.order_free:
         assert steps is not None and loss is not None
-        analysed = _order_free(r, data, steps, loss, epoch, summary, eps)
+        analysed = _order_free(r, data, steps, loss, epoch, summary, eps, lens)
     elif data is not None and "correlation" in summary:
         from losslens.replay.correlate import step_table
 
@@ -203,7 +203,8 @@ def run(request: ReplayRequest, progress: Progress | None = None) -> ReplayRepor
 
 
 def _order_free(r: ReplayRequest, data: LogData, steps: np.ndarray, loss: np.ndarray,
-                epoch: np.ndarray | None, summary: dict[str, Any], eps: list[Any]) -> Report:
+                epoch: np.ndarray | None, summary: dict[str, Any], eps: list[Any], lens: np.ndarray
+                ) -> Report:
     """--order-free: the log's bands and period against the strategy's bucket shares of steps and
     its period, from the lengths and parameters only (``orderfree``); the verdict into ``summary``."""
     import dataclasses
@@ -236,7 +237,7 @@ def _order_free(r: ReplayRequest, data: LogData, steps: np.ndarray, loss: np.nda
                                     window_of(logged, r.logged_loss))
     band = summary["verdict"]["tests"].get("band_weights")
     if band:
-        runs = _band_runs(r, logged[ok], loss[ok], band)
+        runs = _band_runs(r, logged[ok], loss[ok], band, lens)
         if runs:
             summary["verdict"]["tests"]["band_runs"] = runs
     found = attribute(report.findings, {}, summary["verdict"])
@@ -247,7 +248,8 @@ def _order_free(r: ReplayRequest, data: LogData, steps: np.ndarray, loss: np.nda
 RUN_REPLAYS = 19  # other seeds replayed for the top band's run lengths
 
 
-def _band_runs(r: ReplayRequest, logged: np.ndarray, loss: np.ndarray, band: dict) -> dict | None:
+def _band_runs(r: ReplayRequest, logged: np.ndarray, loss: np.ndarray, band: dict, lengths: np.ndarray
+               ) -> dict | None:
     """The order-free run-length test: the loss's top band (its share of the de-trended records)
     against the top bucket group's runs in replays of the strategy with other seeds."""
     import numpy as np
@@ -255,12 +257,11 @@ def _band_runs(r: ReplayRequest, logged: np.ndarray, loss: np.ndarray, band: dic
 
     from losslens.detectors.stats import detrend
     from losslens.replay.correlate import step_table
-    from losslens.replay.engine import build_epochs, load_lengths
+    from losslens.replay.engine import build_epochs
     from losslens.replay.orderfree import band_runs
 
     plan = r.plan
-    assert r.lengths is not None
-    lens = torch.from_numpy(np.minimum(load_lengths(r.lengths, r.column), plan.max_seq_len))
+    lens = torch.from_numpy(np.minimum(lengths, plan.max_seq_len))
     resid, _ = detrend(loss, 201)
     high = resid > np.quantile(resid, 1 - band["band_shares"][-1])
     top = band["bucket_groups"][-1]

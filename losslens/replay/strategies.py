@@ -97,8 +97,7 @@ def bucketize(lengths: torch.Tensor, plan: Plan) -> torch.Tensor:
     return torch.bucketize(lengths, edges, right=True)  # (n,) 0..K-1
 
 
-def _gen(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(int(seed))
+_gen = frameworks.generator  # one seeded CPU generator: the same numbers on every machine
 
 
 def _perm(n: int, gen: torch.Generator, device: torch.device) -> torch.Tensor:
