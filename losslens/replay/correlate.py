@@ -25,7 +25,7 @@ from losslens.replay.fed import (
 )
 from losslens.replay.strategies import Epoch, Plan, build_epochs
 
-__all__ = ["attribute", "correlate", "step_table"]
+__all__ = ["attribute", "correlate", "step_table", "to_length"]
 
 
 def step_table(epochs: list[Epoch], plan: Plan) -> tuple[np.ndarray, np.ndarray]:
@@ -45,14 +45,17 @@ def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch
               seed: int, epochs: int, offset: int = 0,
               null_seeds: int = 99, window: int = 201, run_k: int = 4,
               tick: Callable[[int, int], None] | None = None, log_epoch: np.ndarray | None = None,
-              allow_misalignment: bool = False, logged_loss: str = "mean") -> dict:
+              allow_misalignment: bool = False, logged_loss: str = "mean", built: list[Epoch] | None = None,
+              alignment: dict | None = None) -> dict:
     """Align logged steps (minus ``offset``) with replayed steps — refused on a mismatch (see
-    ``align``) unless allowed — and test the dependence."""
-    eps = build_epochs(strategy, lengths, plan, seed, epochs)
+    ``align``) unless allowed — and test the dependence. ``built``: this seed's epochs when the
+    caller has them already; ``alignment``: the caller's check of the same steps."""
+    eps = built if built is not None else build_epochs(strategy, lengths, plan, seed, epochs)
     mean_len, bucket = step_table(eps, plan)
     idx = steps.astype(np.int64) - offset
-    alignment = check_alignment(idx, log_epoch, len(mean_len), epochs, sum(e.n for e in eps) / epochs,
-                                plan.per_step, allow_misalignment)
+    if alignment is None:
+        alignment = check_alignment(idx, log_epoch, len(mean_len), epochs, sum(e.n for e in eps) / epochs,
+                                    plan.per_step, allow_misalignment)
     ok = (idx >= 0) & (idx < len(mean_len)) & np.isfinite(loss)
     if ok.sum() < 10:
         note = "fewer than 10 logged steps fall inside the replayed steps"
@@ -74,7 +77,7 @@ def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch
             return _fixed_order(steps, loss, mean_len, bucket, offset, null_seeds, seed, window, run_k,
                                 logged_loss, alignment)
         # another order may pack into a step or two more or fewer (greedy packing, a bucket's tail)
-        other, other_bucket = _to_length(other, len(mean_len)), _to_length(other_bucket, len(bucket))
+        other, other_bucket = to_length(other, len(mean_len)), to_length(other_bucket, len(bucket))
         seen = logged_view(other, idx, k_log)
         null.append(spearman(r, seen))
         null_runs.append(in_long_runs(other_bucket, events, run_k))
@@ -88,8 +91,8 @@ def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch
     return out
 
 
-def _to_length(x: np.ndarray, n: int) -> np.ndarray:
-    """``x`` cut or extended (repeating its last value) to ``n`` entries."""
+def to_length(x: np.ndarray, n: int) -> np.ndarray:
+    """Another replay's per-step ``x`` cut or extended (repeating its last value) to ``n`` entries."""
     return x[:n] if len(x) >= n else np.concatenate([x, np.repeat(x[-1:], n - len(x))])
 
 

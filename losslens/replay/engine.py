@@ -122,12 +122,14 @@ def replay(lengths: np.ndarray, plan: Plan, strategy: str = "bucketed-shuffle", 
         report["notes"] = notes
     if chosen is None:
         chosen = build_epochs(strategy, lens, plan, seed, epochs)
-    if log_steps is not None:
+    alignment = None
+    if log_steps is not None:  # refused here, before the heavy work, unless allowed
         from losslens.replay.align import check_alignment
         from losslens.replay.correlate import step_table
 
-        check_alignment(log_steps.astype(np.int64) - step_offset, log_epoch, len(step_table(chosen, plan)[0]),
-                        epochs, sum(e.n for e in chosen) / epochs, plan.per_step, allow_misalignment)
+        n_steps = len(step_table(chosen, plan)[0])
+        alignment = check_alignment(log_steps.astype(np.int64) - step_offset, log_epoch, n_steps, epochs,
+                                    sum(e.n for e in chosen) / epochs, plan.per_step, allow_misalignment)
     if progress:
         progress("shuffling the batch order (longest run by chance)", 0, 1)
     n_batches = sum(e.n for e in chosen)
@@ -158,8 +160,7 @@ def replay(lengths: np.ndarray, plan: Plan, strategy: str = "bucketed-shuffle", 
                 progress("correlating: replays over null seeds", done, total)
 
         report["correlation"] = correlate(log_steps, log_loss, strategy, lens, plan, seed, epochs,
-                                          step_offset, null_seeds, tick=tick, log_epoch=log_epoch,
-                                          allow_misalignment=True,  # refused above unless allowed
-                                          logged_loss=logged_loss)
+                                          step_offset, null_seeds, tick=tick, logged_loss=logged_loss,
+                                          built=chosen, alignment=alignment)
         report["verdict"] = report["correlation"].pop("verdict")
     return report, chosen

@@ -266,15 +266,14 @@ def verdict(dependence: bool | None, p: float | None, method: str, tests: dict,
     return out
 
 
-def attribute(findings: list, correlation: dict, verdict: dict, alpha: float = 0.01) -> list:
+def attribute(findings: list, correlation: dict, decided: dict, alpha: float = 0.01) -> list:
     """Ladder, multimodal and periodicity findings take cause ``batch_composition`` when the replay's
-    verdict ties the loss to the batches (p <= alpha) and nothing else (an LR schedule, an
-    accumulator) explains them; the correlation goes into their evidence."""
+    verdict (``decided``) ties the loss to the batches (p <= alpha) and nothing else (an LR schedule,
+    an accumulator) explains them; the correlation goes into their evidence."""
     from dataclasses import replace
 
-    v = verdict
-    p = v.get("p_value")
-    if not v.get("dependence") or p is None or p > alpha:  # 99 null seeds: smallest p 0.01, inclusive
+    p = decided.get("p_value")
+    if not decided.get("dependence") or p is None or p > alpha:  # 99 null seeds: smallest p 0.01, inclusive
         return findings
     out = []
     for f in findings:
@@ -286,7 +285,7 @@ def attribute(findings: list, correlation: dict, verdict: dict, alpha: float = 0
                 said = f"the loss follows the batch lengths (ρ={correlation['rho']:+.2f}, p={p:.2g})"
             else:  # order-free: what the strategy predicts in distribution
                 ev = {**f.evidence, "cause": "batch_composition",
-                      "replay_order_free": {"p_value": p, "tests": sorted(v["tests"])}}
+                      "replay_order_free": {"p_value": p, "tests": sorted(decided["tests"])}}
                 said = f"the loss shows what the batching strategy predicts (order-free, p={p:.2g})"
             f = replace(f, evidence=ev, summary=f.summary + f" — replay: {said}")
         out.append(f)

@@ -30,7 +30,7 @@ MIN_PURITY = 0.6  # logged windows whose steps are mostly one bucket, below whic
 
 def _groupings(k: int, m: int) -> list[tuple[int, ...]]:
     """Every way of cutting k ordered buckets into m contiguous groups (the cut points)."""
-    return [c for c in itertools.combinations(range(1, k), m - 1)]
+    return list(itertools.combinations(range(1, k), m - 1))
 
 
 def _grouped(shares: np.ndarray, cuts: tuple[int, ...]) -> np.ndarray:

@@ -237,7 +237,7 @@ def _order_free(r: ReplayRequest, data: LogData, steps: np.ndarray, loss: np.nda
                                     window_of(logged, r.logged_loss))
     band = summary["verdict"]["tests"].get("band_weights")
     if band:
-        runs = _band_runs(r, logged[ok], loss[ok], band, lens)
+        runs = _band_runs(r, logged[ok], loss[ok], band, lens, len(bucket))
         if runs:
             summary["verdict"]["tests"]["band_runs"] = runs
     found = attribute(report.findings, {}, summary["verdict"])
@@ -248,15 +248,16 @@ def _order_free(r: ReplayRequest, data: LogData, steps: np.ndarray, loss: np.nda
 RUN_REPLAYS = 19  # other seeds replayed for the top band's run lengths
 
 
-def _band_runs(r: ReplayRequest, logged: np.ndarray, loss: np.ndarray, band: dict, lengths: np.ndarray
-               ) -> dict | None:
+def _band_runs(r: ReplayRequest, logged: np.ndarray, loss: np.ndarray, band: dict, lengths: np.ndarray,
+               n_steps: int) -> dict | None:
     """The order-free run-length test: the loss's top band (its share of the de-trended records)
-    against the top bucket group's runs in replays of the strategy with other seeds."""
+    against the top bucket group's runs in replays of the strategy with other seeds (each laid on
+    the ``n_steps`` steps of the replay the log was aligned with)."""
     import numpy as np
     import torch
 
     from losslens.detectors.stats import detrend
-    from losslens.replay.correlate import step_table
+    from losslens.replay.correlate import step_table, to_length
     from losslens.replay.engine import build_epochs
     from losslens.replay.orderfree import band_runs
 
@@ -265,14 +266,13 @@ def _band_runs(r: ReplayRequest, logged: np.ndarray, loss: np.ndarray, band: dic
     resid, _ = detrend(loss, 201)
     high = resid > np.quantile(resid, 1 - band["band_shares"][-1])
     top = band["bucket_groups"][-1]
+    keep = (logged >= 0) & (logged < n_steps)
+    if keep.sum() < 10:
+        return None
     predicted = []
     for i in range(RUN_REPLAYS):
         _, bucket = step_table(build_epochs(r.strategy, lens, plan, r.seed + 1000 + i, r.epochs), plan)
-        keep = (logged >= 0) & (logged < len(bucket))
-        if keep.sum() < 10:
-            return None
-        predicted.append(np.isin(bucket[logged[keep]], top))
-    keep = (logged >= 0) & (logged < len(bucket))
+        predicted.append(np.isin(to_length(bucket, n_steps)[logged[keep]], top))
     return band_runs(high[keep], predicted)
 
 
