@@ -109,14 +109,15 @@ def _correlation(r: dict[str, Any]) -> list[Any]:
         s = tests["smear"]
         parts.append(Text(f"each logged value covers {s['steps_per_logged_value']} step(s); "
                           f"{s['purity']:.0%} of a window is one bucket on average"))
+    # the sampler and record paths keep it under the correlation, the order-free path on top
+    a = r.get("correlation", {}).get("alignment") or r.get("alignment", {})
+    if a.get("warning"):
+        parts.append(Text(f"alignment: {a['warning']} (tested anyway: --allow-misalignment)",
+                          style="bold yellow"))
+    elif a.get("note"):
+        parts.append(Text(f"alignment: {a['note']}", style="yellow"))
     if "correlation" in r:
         c = r["correlation"]
-        a = c.get("alignment", {})
-        if a.get("warning"):
-            parts.append(Text(f"alignment: {a['warning']} (correlated anyway: --allow-misalignment)",
-                              style="bold yellow"))
-        elif a.get("note"):
-            parts.append(Text(f"alignment: {a['note']}", style="yellow"))
         if c.get("rho") is None:
             parts.append(Text(f"correlation: {c.get('note')}", style="yellow"))
         else:

@@ -102,3 +102,19 @@ def test_top_band_runs_against_the_strategy_and_no_order() -> None:
     assert lo - 1 <= t["observed_mean_run"] <= hi + 1 and t["observed_mean_run"] > 4
     assert t["no_order_mean_run"] < 2 and t["longer_than_no_order_p"] == 0.005
     assert band_runs(np.zeros(50, dtype=bool), [blocks()]) is None  # no runs to compare
+
+
+def test_the_order_free_view_shows_its_alignment_warning() -> None:
+    """--order-free keeps the alignment block at the top of the report: a mismatch let through
+    with --allow-misalignment is shown, as on the other paths."""
+    from rich.console import Console
+
+    from losslens.reporters.replay_view import _correlation
+
+    report = {"alignment": {"warning": "the log reaches step 6,255 but the replay has 5,495 steps"},
+              "verdict": {"method": "order-free", "tests": {}}}
+    console = Console(width=300, record=True)
+    for part in _correlation(report):
+        console.print(part)
+    assert "alignment: the log reaches step 6,255 but the replay has 5,495 steps (tested anyway: " \
+        "--allow-misalignment)" in console.export_text()
