@@ -170,6 +170,9 @@ class Ladder(Detector):
         lengths = [e.peak - e.start for e in eps]
         cause, because = self._cause(v, steps, eps, increment)
         clearest = sorted(eps, key=lambda e: e.cv)[:3]
+        # start to start; the shortest distances are episodes found one after the other (a missed
+        # episode, lost records or a gap between runs of climbs make the median longer)
+        gaps = np.diff([steps[e.start] for e in eps]).astype(np.float64)
         first, last = eps[0], eps[-1]
         severity = Severity.ERROR if len(eps) >= self.strong_episodes else Severity.WARNING
         evidence = {
@@ -181,7 +184,8 @@ class Ladder(Detector):
                           "reset_step": int(steps[e.peak + 1]),
                           "values": [round(float(x), 6) for x in v[e.start:e.peak + 2]]}
                          for e in sorted(clearest, key=lambda e: e.start)],
-            "recurrence_steps": float(np.median(np.diff([steps[e.start] for e in eps]))),
+            "recurrence_steps": float(np.median(gaps)),
+            "consecutive_steps": float(np.median(gaps[gaps < 1.5 * gaps.min()])),
             "expected_by_chance": round(chance, 2),
             "cause": cause,
         }

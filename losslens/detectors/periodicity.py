@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from losslens.detectors.base import Detector, Series
-from losslens.detectors.relations import ladder_period, structures
+from losslens.detectors.relations import ladder_periods, structures
 from losslens.detectors.stats import ar1, autocorrelation, detrend, f_sf, rank_sum_p, regular_grid, settled
 from losslens.findings import Finding, Severity, Skipped
 
@@ -156,14 +156,15 @@ class Periodicity(Detector):
     short_share: float = 0.3
 
     def explained(self, finding: Finding, findings: list[Finding]) -> bool:
-        """A period at a ladder's own period (or 2 or 3 times it): the ladder says it, with its
-        cause; a short log's cycles under an accumulator ladder are that ladder's climbs."""
+        """A period at a ladder's own period (start to start, the median or that of consecutive
+        episodes; or 2 or 3 times either): the ladder says it, with its cause; a short log's
+        cycles under an accumulator ladder are that ladder's climbs."""
         ladders = [g for g in structures(finding, findings) if g.kind == "ladder"]
         if "cycle_top" in finding.evidence:  # (a ladder that is not an accumulator is these cycles)
             return any(g.evidence.get("cause") == "accumulator" for g in ladders)
         period = finding.evidence.get("period_steps", 0.0)
-        return any((p := ladder_period(g)) and any(abs(period - m * p) <= 0.15 * m * p for m in (1, 2, 3))
-                   for g in ladders)
+        return any(abs(period - m * p) <= 0.15 * m * p
+                   for g in ladders for p in ladder_periods(g) for m in (1, 2, 3))
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
         v, steps = series.finite()

@@ -38,6 +38,8 @@ def at_cycle_peak(spike: Finding, cycles: Finding) -> bool:
     return any(abs(at - p) <= 1.01 * record for p in peaks)
 
 
-def ladder_period(f: Finding) -> float | None:
-    """Steps from one reset of a ladder to the next."""
-    return f.evidence.get("recurrence_steps")
+def ladder_periods(f: Finding) -> list[float]:
+    """The periods a ladder repeats at: the median distance from one episode's start to the next,
+    and that of episodes found one after the other, which is shorter where some episodes were
+    missed (lost records, skipped rungs) or runs of climbs are separated by gaps."""
+    return [p for p in (f.evidence.get("recurrence_steps"), f.evidence.get("consecutive_steps")) if p]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from losslens.detectors.base import Detector, Series, fmt_number
-from losslens.detectors.relations import ladder_period, structures, top
+from losslens.detectors.relations import ladder_periods, structures, top
 from losslens.detectors.stats import hinge_onset, lr_schedule, robust_scale, smooth, spearman
 from losslens.findings import Finding, Severity, Skipped
 
@@ -32,11 +32,17 @@ class Divergence(Detector):
     def explained(self, finding: Finding, findings: list[Finding]) -> bool:
         """A rise that stays within what a ladder, the bands or a short log's cycles reach, from
         inside their stretch, is composition (an epoch's tail of one bucket, a ladder cut off by
-        the end of the log), where "lower the LR" would be the wrong advice."""
-        return any((t := top(g)) is not None and finding.evidence["end_level"] <= 1.25 * t
-                   and g.start_step <= finding.start_step <= g.end_step + max(
-                       0.1 * (g.end_step - g.start_step), 1.5 * (ladder_period(g) or 0))
-                   for g in structures(finding, findings))
+        the end of the log), where "lower the LR" would be the wrong advice; so is a rise after a
+        ladder that lasts no longer than one of its climbs."""
+        def explains(g: Finding) -> bool:
+            t, period = top(g), max(ladder_periods(g), default=0.0)
+            if t is None or finding.evidence["end_level"] > 1.25 * t or finding.start_step < g.start_step:
+                return False
+            slack = max(0.1 * (g.end_step - g.start_step), 1.5 * period)
+            return (finding.start_step <= g.end_step + slack
+                    or finding.end_step - finding.start_step <= 1.5 * period)
+
+        return any(explains(g) for g in structures(finding, findings))
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
         v, steps = series.finite()
