@@ -77,18 +77,25 @@ def regular_grid(steps: np.ndarray, values: np.ndarray, max_points: int = 1 << 2
 
 
 def ranks(x: np.ndarray) -> np.ndarray:
-    """Ranks 1..n, tied values sharing their average rank (as scipy.stats.rankdata does): a loss
-    printed to 2 decimals repeats values, and ranking ties by order of appearance would read a
-    trend into them."""
+    """Ranks 1..n along the last axis, tied values sharing their average rank (as
+    scipy.stats.rankdata does): a loss printed to 2 decimals repeats values, and ranking ties by
+    order of appearance would read a trend into them."""
     x = np.asarray(x)
-    order = np.argsort(x, kind="mergesort")
-    sx = x[order]
-    new = np.ones(len(x), dtype=bool)
-    new[1:] = sx[1:] != sx[:-1]
-    starts = np.flatnonzero(new)
-    ends = np.append(starts[1:], len(x))
-    out = np.empty(len(x), dtype=np.float64)
-    out[order] = np.repeat((starts + ends + 1) / 2.0, ends - starts)
+    n = x.shape[-1]
+    order = np.argsort(x, axis=-1)  # (ties get their average rank: the order among them is moot)
+    sx = np.take_along_axis(x, order, -1)
+    new = np.ones(sx.shape, dtype=bool)
+    new[..., 1:] = sx[..., 1:] != sx[..., :-1]
+    out = np.empty(sx.shape, dtype=np.float64)
+    if new.all():  # no ties: each value's rank is its place in the sorted order
+        np.put_along_axis(out, order, np.broadcast_to(np.arange(1.0, n + 1.0), sx.shape), -1)
+        return out
+    last = np.ones(sx.shape, dtype=bool)
+    last[..., :-1] = new[..., 1:]
+    at = np.broadcast_to(np.arange(n), sx.shape)
+    first = np.maximum.accumulate(np.where(new, at, 0), axis=-1)  # where each tie group starts
+    end = np.flip(np.minimum.accumulate(np.flip(np.where(last, at, n - 1), -1), axis=-1), -1)
+    np.put_along_axis(out, order, (first + end) / 2.0 + 1.0, -1)
     return out
 
 
@@ -100,6 +107,21 @@ def spearman(a: np.ndarray, b: np.ndarray | None = None) -> float:
     if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return 0.0
     return float(np.corrcoef(ranks(a), ranks(b))[0, 1])
+
+
+def spearman_rows(a: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``spearman(a, row)`` for every row of ``rows`` at once."""
+    rows = np.atleast_2d(np.asarray(rows, dtype=np.float64))
+    out = np.zeros(len(rows))
+    if len(a) < 3 or np.ptp(a) == 0 or not len(rows):
+        return out
+    ra = ranks(a)
+    ra -= ra.mean()
+    live = np.ptp(rows, axis=1) > 0
+    rb = ranks(rows[live])
+    rb -= rb.mean(axis=1, keepdims=True)
+    out[live] = (rb @ ra) / np.sqrt((rb * rb).sum(axis=1) * float(ra @ ra))
+    return out
 
 
 def runs_test(labels: np.ndarray) -> tuple[float, float]:

@@ -4,12 +4,15 @@ over replayed seeds (the same strategy, other seeds: the null that the loss igno
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from itertools import chain
 
 import numpy as np
 import torch
 
-from losslens.detectors.stats import detrend, spearman
+from losslens.detectors.stats import detrend, ranks, spearman, spearman_rows
 from losslens.replay.align import check_alignment
 from losslens.replay.fed import (
     Fed,
@@ -25,7 +28,7 @@ from losslens.replay.fed import (
 )
 from losslens.replay.strategies import Epoch, Plan, build_epochs
 
-__all__ = ["attribute", "correlate", "step_table", "to_length"]
+__all__ = ["attribute", "correlate", "seed_tables", "step_table", "to_length"]
 
 
 def step_table(epochs: list[Epoch], plan: Plan) -> tuple[np.ndarray, np.ndarray]:
@@ -69,26 +72,52 @@ def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch
     levels = {int(k): round(float(np.median(r[bucket[idx] == k])), 4) for k in np.unique(bucket[idx])}
     events = idx[event_positions(y)]  # replayed steps of ladder peaks and spikes
     in_runs = in_long_runs(bucket, events, run_k)
-    null, null_runs, others = [], [], []
-    for i in range(null_seeds):
-        other, other_bucket = step_table(build_epochs(strategy, lengths, plan, seed + 10_000 + 97 * i,
-                                                      epochs), plan)
+    null_runs, others = [], []
+    seeds = [seed + 10_000 + 97 * i for i in range(null_seeds)]
+    # the first seed alone: a sampler whose order ignores the seed needs no other
+    tables = chain(seed_tables(strategy, lengths, plan, seeds[:1], epochs),
+                   seed_tables(strategy, lengths, plan, seeds[1:], epochs))
+    for i, (other, other_bucket) in enumerate(tables):
         if i == 0 and np.array_equal(other, mean_len) and np.array_equal(other_bucket, bucket):
             return _fixed_order(steps, loss, mean_len, bucket, offset, null_seeds, seed, window, run_k,
                                 logged_loss, alignment)
         # another order may pack into a step or two more or fewer (greedy packing, a bucket's tail)
         other, other_bucket = to_length(other, len(mean_len)), to_length(other_bucket, len(bucket))
-        seen = logged_view(other, idx, k_log)
-        null.append(spearman(r, seen))
         null_runs.append(in_long_runs(other_bucket, events, run_k))
-        others.append(seen)
+        others.append(logged_view(other, idx, k_log))
         if tick:
             tick(i + 1, null_seeds)
+    null = [float(x) for x in spearman_rows(r, np.asarray(others))]
     out = dependence(int(ok.sum()), rho, null, levels, ratio, len(events), in_runs, null_runs, run_k,
                      {"null_seeds": null_seeds, "alignment": alignment})
     out["logged_loss"] = logged_words(k_log)
     out["verdict"] = seed_specific(r, logged_view(mean_len, idx, k_log), np.asarray(others))
     return out
+
+
+def seed_tables(strategy: str, lengths: torch.Tensor, plan: Plan, seeds: list[int], epochs: int
+                ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``step_table`` of each seed's replay, in the order of ``seeds``: the batch tables only (no
+    per-sample order), one seed per core at a time, each on one torch thread (a replay's ops are
+    too small to gain from torch's own threads; whole seeds side by side do). Started when first
+    iterated."""
+    if not seeds:
+        return
+    workers = min(len(seeds), os.cpu_count() or 1)
+
+    def one(s: int) -> tuple[np.ndarray, np.ndarray]:
+        return step_table(build_epochs(strategy, lengths, plan, s, epochs, samples=False), plan)
+
+    if workers == 1 or lengths.device.type != "cpu":
+        yield from map(one, seeds)
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with ThreadPoolExecutor(workers) as pool:
+            yield from pool.map(one, seeds)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def to_length(x: np.ndarray, n: int) -> np.ndarray:
@@ -127,17 +156,14 @@ def seed_specific(r: np.ndarray, observed: np.ndarray, others: np.ndarray, alpha
     (the mean over all seeds) is fitted out of the loss; what is left is rank-correlated with each
     seed's lengths ranked among all seeds step by step; the seed under test against the others is
     a permutation test (all seeds are exchangeable when the loss ignores the order)."""
-    from scipy.stats import rankdata
-
     k = len(others)
     rows = np.vstack([observed[None, :], others])  # row 0: the seed under test
     shape = rows.mean(0)
     # each step's length as its rank among the seeds at that step: uniform under the null at every
     # step, whatever the sampler's shape, skew or spread there
-    u = rankdata(rows, axis=0)
-    rb = _beyond(r, shape)
-    stats = [spearman(rb, row) for row in u]
-    spec, null = stats[0], stats[1:]
+    u = ranks(np.ascontiguousarray(rows.T)).T
+    stats = spearman_rows(_beyond(r, shape), u)
+    spec, null = float(stats[0]), stats[1:]
     p = (1 + sum(abs(x) >= abs(spec) for x in null)) / (1 + k)
     shared = spearman(r, shape)
     spread = float(np.std(rows - shape))

@@ -257,8 +257,7 @@ def _band_runs(r: ReplayRequest, logged: np.ndarray, loss: np.ndarray, band: dic
     import torch
 
     from losslens.detectors.stats import detrend
-    from losslens.replay.correlate import step_table, to_length
-    from losslens.replay.engine import build_epochs
+    from losslens.replay.correlate import seed_tables, to_length
     from losslens.replay.orderfree import band_runs
 
     plan = r.plan
@@ -269,10 +268,9 @@ def _band_runs(r: ReplayRequest, logged: np.ndarray, loss: np.ndarray, band: dic
     keep = (logged >= 0) & (logged < n_steps)
     if keep.sum() < 10:
         return None
-    predicted = []
-    for i in range(RUN_REPLAYS):
-        _, bucket = step_table(build_epochs(r.strategy, lens, plan, r.seed + 1000 + i, r.epochs), plan)
-        predicted.append(np.isin(to_length(bucket, n_steps)[logged[keep]], top))
+    seeds = [r.seed + 1000 + i for i in range(RUN_REPLAYS)]
+    predicted = [np.isin(to_length(bucket, n_steps)[logged[keep]], top)
+                 for _, bucket in seed_tables(r.strategy, lens, plan, seeds, r.epochs)]
     return band_runs(high[keep], predicted)
 
 

@@ -17,3 +17,14 @@ def test_many_logs_benchmark_runs_small() -> None:
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert "6 logs of 300 lines" in proc.stdout and "faster)" in proc.stdout
+
+
+@pytest.mark.slow
+def test_replay_null_benchmark_runs_small() -> None:
+    pytest.importorskip("torch")
+    script = ROOT / "bench" / "replay_null.py"
+    proc = subprocess.run([sys.executable, str(script), "--samples", "20000", "--repeat", "1",
+                           "--null-seeds", "9"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "9 null seeds" in proc.stdout and "ratio" in proc.stdout
+    assert "verdict: " in proc.stdout  # (9 seeds cannot reach p <= 0.01: the verdict is no dependence)

@@ -81,6 +81,29 @@ def test_invariants(strategy: str) -> None:
             assert bool((ea.size * ea.max_len <= plan.token_budget).all())
 
 
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_the_monte_carlo_tables_are_the_replays_own(strategy: str) -> None:
+    """Null seeds are built without per-sample orders and side by side on the cores: each seed's
+    per-step table is exactly the one its full replay gives, in the seeds' order."""
+    from losslens.replay.correlate import seed_tables
+
+    rng = np.random.default_rng(4)
+    lens = torch.from_numpy(np.clip(rng.lognormal(6, 0.9, 3000), 8, 4000).astype(np.int64))
+    plan = Plan((0, 300, 600, 1200, 4001), token_budget=8000, max_batch_size=32, max_seq_len=4000,
+                grad_accum=2)
+    seeds = [3, 11, 4, 99]
+    fast = list(seed_tables(strategy, lens, plan, seeds, 2))
+    for s, (mean_len, bucket) in zip(seeds, fast, strict=True):
+        full = build_epochs(strategy, lens, plan, s, 2)
+        bare = build_epochs(strategy, lens, plan, s, 2, samples=False)
+        assert all(e.samples.numel() == 0 for e in bare)
+        for a, b in zip(full, bare, strict=True):
+            assert all(torch.equal(x, y) for x, y in ((a.bucket, b.bucket), (a.size, b.size),
+                                                       (a.max_len, b.max_len), (a.tokens, b.tokens)))
+        want = step_table(full, plan)
+        assert np.array_equal(mean_len, want[0]) and np.array_equal(bucket, want[1])
+
+
 def test_max_runs_vectorised_matches_loop() -> None:
     rows = torch.tensor([[0, 0, 1, 1, 1, 0], [2, 2, 2, 2, 0, 1], [1, 0, 1, 0, 1, 0]])
     assert max_runs(rows).tolist() == [3, 4, 1]
