@@ -118,6 +118,12 @@ def lr_explains(series: Series, period: float, min_share: float = 0.5) -> float 
 def _background(power: np.ndarray, width: float = 1.5, min_bins: int = 7) -> np.ndarray:
     """The smooth continuum under a periodogram: medians over bins that each span a factor
     ``width`` in frequency (at least ``min_bins`` ordinates), interpolated in log-log."""
+    return _continuum(power, width, min_bins)[0]
+
+
+def _continuum(power: np.ndarray, width: float = 1.5, min_bins: int = 7) -> tuple[np.ndarray, np.ndarray]:
+    """``_background`` and, per ordinate, how many ordinates the median under it was taken over
+    (the smaller of the two bins it is interpolated between)."""
     m = len(power)
     edges = [1]
     while edges[-1] < m:
@@ -127,10 +133,80 @@ def _background(power: np.ndarray, width: float = 1.5, min_bins: int = 7) -> np.
     bins = list(zip(edges, edges[1:], strict=False))
     centres = [math.sqrt(a * (b - 1)) if b - 1 > a else float(a) for a, b in bins]  # geometric
     levels = [float(np.median(power[a:b])) for a, b in bins]
+    sizes = np.array([b - a for a, b in bins] or [m])
     if len(centres) < 2:
-        return np.full(m, max(levels[0] if levels else 1.0, 1e-300))
+        return np.full(m, max(levels[0] if levels else 1.0, 1e-300)), np.full(m, int(sizes[0]))
     k = np.log(np.maximum(np.arange(m), 1).astype(np.float64))
-    return np.exp(np.interp(k, np.log(centres), np.log(np.maximum(levels, 1e-300))))
+    at = np.searchsorted(np.log(centres), k)
+    counts = np.minimum(sizes[np.clip(at - 1, 0, len(sizes) - 1)], sizes[np.clip(at, 0, len(sizes) - 1)])
+    return np.exp(np.interp(k, np.log(centres), np.log(np.maximum(levels, 1e-300)))), counts
+
+
+HARMONICS = 8  # harmonics a fundamental's evidence is summed over, at most
+HARMONIC_BAND = 1 << 15  # ordinates in the band up to which harmonics are summed (a longer log's
+# period has cycles enough to stand out in single lines; 8 x 16 x 2^14 candidates at most)
+FUNDAMENTAL_STEP = 1 / 16  # candidate fundamentals, in spectral bins: the 8th harmonic within half a bin
+
+
+def _harmonic_p(each: np.ndarray, index: np.ndarray) -> float:
+    """The smallest p-value, over candidate fundamentals (a sixteenth of a bin apart, with at least
+    two harmonics in the band) and numbers of harmonics H = 2..HARMONICS, of Fisher's combination
+    of the per-ordinate p-values ``each`` (at periodogram indices ``index``) at the ordinates
+    nearest the fundamental's first H multiples: −2 Σ log p ~ χ²(2H) for independent ordinates of
+    noise. Bonferroni over every fundamental and H tried."""
+    if len(index) < 4 or len(index) > HARMONIC_BAND:
+        return 1.0
+    logs = np.zeros(int(index[-1]) + 2)
+    logs[index] = -np.log(np.maximum(each, 1e-300))  # outside the band: no evidence
+    top = int(index[-1])
+    k0 = np.arange(float(index[0]), top / 2 + 1e-9, FUNDAMENTAL_STEP)
+    if not len(k0):
+        return 1.0
+    j = np.arange(1, HARMONICS + 1)
+    at = np.rint(k0[:, None] * j[None, :]).astype(np.int64)  # (fundamentals, harmonics)
+    inside = at <= top
+    stat = np.cumsum(np.where(inside, logs[np.minimum(at, top)], 0.0), axis=1)
+    h = np.cumsum(inside, axis=1)
+    best = 1.0
+    for m in range(2, HARMONICS + 1):
+        ok = (h[:, m - 1] == m)  # all m harmonics in the band
+        if ok.any():
+            best = min(best, _chi2_even_sf(2 * float(stat[ok, m - 1].max()), m))
+    return min(1.0, best * len(k0) * (HARMONICS - 1))
+
+
+def _chi2_even_sf(x: float, h: int) -> float:
+    """P(χ²(2h) > x) = exp(−x/2) Σ_{i<h} (x/2)^i / i!"""
+    half = x / 2.0
+    term, total = 1.0, 1.0
+    for i in range(1, h):
+        term *= half / i
+        total += term
+    return float(min(1.0, math.exp(-half) * total))
+
+
+def _above_median_p(c: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """P(X > c·M) for X ~ Exp(1) (a periodogram ordinate of noise) and M the median of the m
+    ordinates of its background bin, X among them: the median's own scatter matters where a bin
+    holds a handful of ordinates (the lowest frequencies). For c > 1, X is above the median, which
+    is then an order statistic of the m − 1 others; exact through the Rényi representation of
+    exponential order statistics: E[exp(−c·Y_(j))] = Π_{i<=j} (k−i+1)/(k−i+1+c) over k = m − 1
+    others, j = (m+1)//2; for even m the median is Y_(j) + E/(2(k−j)) with j = m/2, one more
+    factor 2(k−j)/(2(k−j)+c). Large m tends to exp(−c·ln 2)."""
+    out = np.ones(len(c))
+    for size in np.unique(m):
+        sel, n = m == size, int(size)
+        if n < 3:
+            out[sel] = np.exp(-c[sel] * math.log(2))
+            continue
+        k = n - 1
+        j = (n + 1) // 2 if n % 2 else n // 2
+        r = np.arange(k, k - j, -1, dtype=np.float64)  # k, k-1, ..., k-j+1
+        log_p = np.sum(np.log(r)[None, :] - np.log(r[None, :] + c[sel, None]), axis=1)
+        if n % 2 == 0:
+            log_p += np.log(2.0 * (k - j)) - np.log(2.0 * (k - j) + c[sel])
+        out[sel] = np.minimum(1.0, np.exp(log_p))
+    return out
 
 
 @dataclass(frozen=True)
@@ -369,7 +445,8 @@ class Periodicity(Detector):
         """(period, p-value, AR(1) coefficient) of the strongest significant spectral line: each
         ordinate against the smooth continuum around it (medians over frequency bins a factor
         1.5 wide): red noise, a random walk left by the de-trending or white noise is the
-        background, a period a narrow peak above it; ordinates are ~Exp under the null."""
+        background, a period a narrow peak above it; ordinates are ~Exp under the null, and so
+        are the few a low-frequency bin's median is taken over (``_above_median_p``)."""
         freqs, power, r = spec
         n = len(r)
         if not np.any(r):
@@ -379,9 +456,14 @@ class Periodicity(Detector):
         band = (freqs >= 1.0 / longest) & (freqs < 0.5)
         if band.sum() < 4:
             return None
-        ratio = power[band] / _background(power)[band] * math.log(2)
-        k = int(np.argmax(ratio))
-        p = min(1.0, int(band.sum()) * math.exp(-float(ratio[k])))  # Bonferroni
+        background, counts = _continuum(power)
+        ratio = power[band] / background[band]
+        each = _above_median_p(ratio, counts[band])
+        k = int(np.argmax(ratio))  # the strongest line (the search for the fundamental starts there)
+        p = min(1.0, int(band.sum()) * float(each.min()))  # Bonferroni
+        # a pattern that is not a sine spreads its power over its harmonics, none of which may
+        # stand out alone in a short log: their evidence summed (the two tests, Bonferroni)
+        p = min(1.0, 2 * min(p, _harmonic_p(each, np.flatnonzero(band))))
         if p >= self.alpha:
             return None
         return spacing / float(freqs[band][k]), p, ar1(r)

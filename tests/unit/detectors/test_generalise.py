@@ -293,8 +293,11 @@ def _averaged_uneven(per_step: np.ndarray, rng: np.random.Generator) -> tuple[np
 def test_fundamental_under_averaged_uneven_logging() -> None:
     """24 logs of a 60-step batch order (a random profile: its strongest line is often the 2nd,
     3rd or 4th harmonic), logged as averages over 1-4 steps at random: records 60 steps apart
-    correlate, records a harmonic apart do not. Of the periods found, all but one are 60 (before
-    the autocorrelation chose the candidates: 21 of 40 such logs right)."""
+    correlate, records a harmonic apart do not. Every period found is 60 (before the
+    autocorrelation chose the candidates: 21 of 40 such logs right). 20 of the 24 are found: 22,
+    one of them wrong, under a test of each line against a median taken as exact (it is the
+    median of a handful of ordinates at the lowest frequencies, and that test called white noise
+    periodic ten times too often)."""
     found, right = 0, 0
     for seed in range(24):
         rng = np.random.default_rng(100 + seed)
@@ -306,7 +309,7 @@ def test_fundamental_under_averaged_uneven_logging() -> None:
         hits = of(analyze(from_arrays(steps, loss=loss)), "periodicity")
         found += len(hits)
         right += sum(abs(f.evidence["period_steps"] - 60) <= 3 for f in hits)
-    assert (found, right) == (22, 21)
+    assert (found, right) == (20, 20)
 
 
 def test_fundamental_of_a_long_log_whose_strongest_line_is_a_high_harmonic() -> None:
@@ -447,3 +450,48 @@ def test_a_climb_after_the_last_episode_found_is_not_a_divergence() -> None:
     report = analyze(from_arrays(steps, loss=loss))
     assert [f.evidence["cause"] for f in of(report, "ladder")] == ["accumulator"]
     assert alarms(report) == ["ladder"]
+
+
+def test_noise_is_periodic_no_more_often_than_the_test_says() -> None:
+    """Periodogram ordinates over the median of the few ordinates of a low-frequency bin: the
+    median's own scatter made the stated p-value far too small (3 in 300 white-noise logs and 10
+    of 430 clean fleet runs gave a periodicity warning at alpha 0.001). With the ratio's exact
+    null, a decaying loss in white noise (300 to 1,200 records, printed to 4 decimals) gives none
+    in 600; the harmonics of a pattern that is not a sine are summed instead (next test)."""
+    from losslens.detectors import Periodicity, Series
+
+    rng = np.random.default_rng(11)
+    hits = 0
+    for _ in range(600):
+        n = int(rng.integers(300, 1201))
+        t = np.arange(n)
+        v = np.round((2.0 + 2.5 * np.exp(-t / (n / 6))) * np.exp(rng.normal(0, 0.02, n)), 4)
+        hits += bool(Periodicity().detect(Series("loss", t, v)))
+    assert hits == 0
+
+
+def test_the_exact_null_of_an_ordinate_over_its_background() -> None:
+    """P(X > c·M) for an exponential ordinate X and M the median of its bin of m (X among them):
+    against a Monte-Carlo of 400,000 draws."""
+    from losslens.detectors.periodicity import _above_median_p
+
+    rng = np.random.default_rng(5)
+    for m in (7, 8, 15, 40):
+        bins = rng.exponential(size=(400_000, m))
+        x, med = bins[:, 0], np.median(bins, axis=1)
+        for c in (2.0, 6.0, 12.0):
+            want = float(np.mean(x > c * med))
+            got = float(_above_median_p(np.array([c]), np.array([m]))[0])
+            assert abs(got - want) <= 4 * np.sqrt(want * (1 - want) / 400_000) + 1e-5
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_short_averaged_static_order_is_found_through_its_harmonics(seed: int) -> None:
+    """A batch order replayed every 60 steps, logged unevenly as the mean since the last record,
+    ~300 records: no single harmonic stands out enough alone, their sum does."""
+    rng = np.random.default_rng(seed)
+    per_step = static_order(60, 12, seed)
+    steps, values = _averaged_uneven(per_step, rng)
+    report = analyze(from_arrays(steps, loss=values))
+    found = of(report, "periodicity")
+    assert found and abs(found[0].evidence["period_steps"] - 60) <= 3
