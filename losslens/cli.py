@@ -599,6 +599,86 @@ def _write_frame(frame, path: str) -> None:
 
 
 @app.command()
+def scan(
+    roots: Annotated[list[str], typer.Argument(help="Folders of run folders (each run's logs below "
+                                               "it), or URLs (s3://, gs://, file://) with fsspec's "
+                                               "backend installed.", metavar="ROOT...")],
+    out_path: Annotated[str, typer.Option("--out", help="The table, a row per log and per finding "
+                                          "(.parquet; a .csv twin beside it; the state in "
+                                          "NAME.scan-state.jsonl).")] = "findings.parquet",
+    since: Annotated[str | None, typer.Option("--since", help="Only logs modified in this last "
+                                              "while: 7d, 12h, 30m, 2w.")] = None,
+    fail_on: Annotated[Level | None, typer.Option("--fail-on", help="Exit 1 when a finding is at or "
+                                                  "above this severity (default error).")] = None,
+    dask: Annotated[str | None, typer.Option("--dask", help="Run on a Dask cluster: a scheduler "
+                                             "address (tcp://host:8786), or 'local' for a local "
+                                             "cluster of --jobs workers (needs the fleet extra).")] = None,
+    rescan: Annotated[bool, typer.Option("--rescan", help="Read every log again, whatever the state "
+                                         "file says.")] = False,
+    format: FormatOpt = None,
+    ignore: IgnoreOpt = None,
+    metric: MetricOpt = None,
+    config: ConfigOpt = None,
+    skip_unreadable: Annotated[bool, typer.Option("--skip-unreadable", help="Logs that cannot be read "
+                                                  "stay rows with their error but do not make the "
+                                                  "exit code 2.")] = False,
+    jobs: JobsOpt = None,
+    json: Annotated[bool, typer.Option("--json", help="The summary as one JSON object on stdout (the "
+                                       "rows are in the table).")] = False,
+    quiet: QuietOpt = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every log that could not be "
+                                          "read (the summary shows the first 5).")] = False,
+) -> None:
+    """A fleet of run folders -> one table of logs and findings (Parquet and CSV), with an exit
+    code like check's; a re-run reads only the logs that changed (or were not finished)."""
+    from losslens import scan as fleet
+    from losslens.reporters import scan_view
+
+    with user_errors():
+        run = _options(config, format, ignore, metric, quiet, verbose, skip_unreadable, jobs)
+        threshold = _severity(fail_on) or Severity.parse(run.settings.fail_on)
+        where = fleet.outputs(out_path)
+        os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)  # (a nightly job's folder)
+        _writable(*(str(p) for p in where.values()))
+        if dask is not None:
+            _needs("distributed", "--dask runs on a Dask cluster", "fleet")
+        progress = _scan_progress(run)
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        try:
+            result = fleet.scan(roots, run, out_path, threshold, fleet.parse_since(since), dask, rescan,
+                                on_row=progress)
+        except (KeyboardInterrupt, Terminated) as exc:
+            err.print(f"losslens: interrupted: the logs scanned so far are kept in {where['state']}; "
+                      "the same command goes on from there", markup=False)
+            raise typer.Exit(ExitCode.TERMINATED if isinstance(exc, Terminated)
+                             else ExitCode.INTERRUPTED) from None
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        if json:
+            from losslens.reporters.jsonl import dumps
+
+            print(dumps(scan_view.summary(result)))
+        elif not run.quiet:
+            out.print(scan_view.render(result, run.verbose))
+    raise typer.Exit(result.exit_code)
+
+
+def _scan_progress(run: Options) -> Any:
+    """A line on stderr every few seconds (terminals only, never with --quiet)."""
+    if run.quiet or not err.is_terminal:
+        return None
+    state = {"n": 0, "at": time.monotonic()}
+
+    def tick(entry: Any, rows: Any, reused: bool) -> None:
+        state["n"] += 1
+        if time.monotonic() - state["at"] >= 5:
+            state["at"] = time.monotonic()
+            err.print(f"losslens: scanned {state['n']:,} logs", markup=False)
+
+    return tick
+
+
+@app.command()
 def formats() -> None:
     """List the log formats losslens reads, with one example line each."""
     from losslens.logs.registry import FORMATS

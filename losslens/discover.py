@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +35,7 @@ class Walk:
 
     targets: list[Target] = field(default_factory=list)
     ignored: list[tuple[str, str]] = field(default_factory=list)
+    unlisted: list[tuple[str, str]] = field(default_factory=list)  # folders that could not be listed
 
 
 def expand(paths: list[str]) -> Walk:
@@ -69,7 +71,11 @@ def _logs_in(folder: Path, walk: Walk) -> None:
     one each; TensorBoard event files are found by name. Links are followed only to files inside
     the folder (a link out of it is passed over: name the file to read it)."""
     inside = os.path.realpath(folder) + os.sep
-    for root, dirs, files in os.walk(folder):
+
+    def unlisted(exc: OSError) -> None:  # a folder we may not read may hold logs: never silent
+        walk.unlisted.append((exc.filename or str(folder), f"cannot list the folder: {exc.strerror or exc}"))
+
+    for root, dirs, files in os.walk(folder, onerror=unlisted):
         if _is_run_folder(Path(root)):
             walk.targets.append(Target(root, False))
             dirs[:] = []
@@ -89,8 +95,9 @@ def _logs_in(folder: Path, walk: Walk) -> None:
                 walk.ignored.append((path, why))
 
 
-def _not_a_log(path: str, name: str) -> str | None:
-    """Why a file in a folder is not taken as a log, or None when it is selected."""
+def _not_a_log(path: str, name: str, head: Callable[[int], bytes] | None = None) -> str | None:
+    """Why a file in a folder is not taken as a log, or None when it is selected. ``head(n)``:
+    the file's first n bytes (default: read from ``path`` on this machine)."""
     lower = name.lower()
     if "tfevents" in lower or lower == "metrics.csv":
         return None
@@ -100,14 +107,18 @@ def _not_a_log(path: str, name: str) -> str | None:
         return "a requirements, vocabulary or index file"
     if lower.endswith(".json") and lower != "trainer_state.json":
         try:
-            with open(path, "rb") as f:
-                head = f.read(1 << 16)
+            first = head(1 << 16) if head is not None else _head(path, 1 << 16)
         except OSError:
             return None  # selected: reading it says why it cannot be read
-        if not (b'"log_history"' in head or head.lstrip().startswith(b"[")
-                or _json_lines(head)):
+        if not (b'"log_history"' in first or first.lstrip().startswith(b"[")
+                or _json_lines(first)):
             return "a JSON document that holds no records (a config or a summary)"
     return None
+
+
+def _head(path: str, n: int) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(n)
 
 
 def _json_lines(head: bytes) -> bool:

@@ -133,11 +133,13 @@ def results(found: Walk, options: Options, names: list[str]) -> Iterator[Result]
     processes when there are several). A log that cannot be read is a Result with its error
     (``skipped`` with --skip-unreadable); a walk that finds no log, or none that could be read, is
     a UsageError."""
-    if not found.targets:
+    if not found.targets and not found.unlisted:
         passed = (f" ({len(found.ignored)} file(s) passed over as not logs; --verbose lists them)"
                   if found.ignored else "")
         raise UsageError(f"no log files found in {', '.join(names)}{passed}")
     read = 0
+    for folder, why in found.unlisted:  # may hold logs: an error, as a log that cannot be read is
+        yield Result(folder, None, None, f"{folder}: {why}", options.skip_unreadable, False)
     for t, (log, report, error) in zip(found.targets, _analysed([t.path for t in found.targets], options),
                                        strict=True):
         if error is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -28,3 +29,18 @@ def test_replay_null_benchmark_runs_small() -> None:
     assert proc.returncode == 0, proc.stderr
     assert "9 null seeds" in proc.stdout and "ratio" in proc.stdout
     assert "verdict: " in proc.stdout  # (9 seeds cannot reach p <= 0.01: the verdict is no dependence)
+
+
+@pytest.mark.slow
+def test_fleet_scan_benchmark_runs_small() -> None:
+    script = ROOT / "bench" / "fleet_scan.py"
+    proc = subprocess.run([sys.executable, str(script), "--runs", "120", "--sample", "2", "--no-dask"],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "120 run folders" in out and "scan --jobs 1" in out and "runs/s" in out
+    touched = re.search(r"re-run, (\d+) logs touched .*: (\d+) read and analysed", out)
+    assert touched and touched.group(1) == touched.group(2) != "0"  # only the touched ones
+    resumed = re.search(r"SIGTERM at 40 %: exit 143, (\d+) logs kept; .*: (\d+) read and analysed, (\d+) "
+                        r"unchanged", out)
+    assert resumed and resumed.group(1) == resumed.group(3)  # what was kept is not read again

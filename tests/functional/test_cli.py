@@ -85,7 +85,7 @@ COMMANDS = sorted(c.name or (c.callback.__name__ if c.callback else "") for c in
 
 
 def test_the_commands_are_the_contracts() -> None:
-    assert COMMANDS == ["analyze", "check", "detectors", "formats", "replay", "watch"]
+    assert COMMANDS == ["analyze", "check", "detectors", "formats", "replay", "scan", "watch"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
