@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from losslens import __version__
 from losslens.cli import app
+from losslens.errors import UsageError
 from losslens.logs import FORMATS
 from tests.conftest import FIXTURES, ROOT
 
@@ -148,15 +149,25 @@ def test_cli_start_up_loads_neither_scipy_nor_torch() -> None:
 
 
 @pytest.mark.slow
-def test_check_run_loads_no_heavy_module() -> None:
-    """A whole `check` (parse, detect, report) stays off scipy, torch, matplotlib, and pydantic
-    (typer 0.29 validates every parameter through pydantic: 0.2-0.3 s a call; pinned below it)."""
+def test_check_run_loads_no_heavy_module(tmp_path) -> None:
+    """A whole `check` (parse, detect, report), of a small log read line by line and of a 5,000-line
+    one read by columns, stays off scipy, torch, matplotlib and pydantic (typer 0.29 validates every
+    parameter through pydantic: 0.2-0.3 s a call; pinned below it), and off what its start-up does
+    not need: xml and urllib (the JUnit reporter's escaping), the TOML parser in a folder whose
+    pyproject.toml does not mention losslens. (numpy.ma stays: np.unique, np.median and every
+    polars Series made from a numpy array load it.)"""
+    from losslens import synth
+
+    big = tmp_path / "run.log"
+    big.write_text("\n".join(synth.dflash_lines(5000)) + "\n")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "someone-elses"\n')
+    heavy = ("scipy", "torch", "matplotlib", "pydantic", "xml.sax", "urllib.request", "tomllib")
     code = ("import sys\nfrom losslens.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
-            "print('loaded:' + ','.join(m for m in ('scipy', 'torch', 'matplotlib', 'pydantic') "
-            "if m in sys.modules))")
-    proc = subprocess.run([sys.executable, "-c", code, "check", SEED],
-                          capture_output=True, text=True, check=True)
-    assert proc.stdout.strip().splitlines()[-1] == "loaded:"
+            f"print('loaded:' + ','.join(m for m in {heavy!r} if m in sys.modules))")
+    for log in (SEED, str(big)):
+        proc = subprocess.run([sys.executable, "-c", code, "check", log], cwd=tmp_path,
+                              capture_output=True, text=True, check=False)
+        assert proc.stdout.strip().splitlines()[-1] == "loaded:", (log, proc.stderr[-300:])
 
 
 def test_readme_config_reference_matches_code() -> None:
@@ -184,6 +195,15 @@ def test_config_file_and_precedence(tmp_path) -> None:
     # --config pointing at a pyproject.toml reads its [tool.losslens] table
     given = load(str(tmp_path / "pyproject.toml"))
     assert given.fail_on == "warning" and given.source.endswith("pyproject.toml [tool.losslens]")
+    # a project's pyproject.toml that does not mention losslens is not losslens's to read (nor to
+    # refuse when it does not parse); one that does must parse
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "pyproject.toml").write_text("[project\nname = broken\n")
+    assert load(None, cwd=other).source == "built-in defaults"
+    (other / "pyproject.toml").write_text("[tool.losslens\nfail_on = 1\n")
+    with pytest.raises(UsageError, match="invalid TOML"):
+        load(None, cwd=other)
 
 
 def test_log_text_is_never_rich_markup(tmp_path) -> None:
