@@ -161,8 +161,16 @@ def gate(result: Result, fail_on: Severity, forced_metrics: bool = False) -> tup
     report = result.report
     if report is None:
         return ExitCode.ERROR, None
-    code = report.exit_code(fail_on)
+    code = verdict(report.worst(), report.loss is not None or forced_metrics, fail_on)
     if report.loss is None and not forced_metrics:
         why = next(f.summary for f in report.findings if f.kind == "no_loss_metric")
-        return (code if code == ExitCode.FINDINGS else ExitCode.ERROR), f"{report.source}: {why}"
+        return code, f"{report.source}: {why}"
     return code, None
+
+
+def verdict(worst: Severity | None, loss_known: bool, fail_on: Severity) -> ExitCode:
+    """The gate's rule for a log that was read: 1 when its worst finding is at or above ``fail_on``;
+    else 2 when its loss is not known (no loss-like column, and no --metric named one); else 0."""
+    if worst is not None and worst >= fail_on:
+        return ExitCode.FINDINGS
+    return ExitCode.OK if loss_known else ExitCode.ERROR

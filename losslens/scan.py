@@ -19,12 +19,14 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from losslens.errors import LossLensError, MissingExtra, UsageError
 from losslens.findings import ExitCode, Severity
+from losslens.runner import verdict
 
 if TYPE_CHECKING:
     import polars as pl
@@ -163,7 +165,7 @@ def _discover_url(root: str, found: Found) -> None:
     fs, base = _filesystem(root)
     try:
         listing = fs.find(base, detail=True)
-    except (OSError, PermissionError) as exc:
+    except OSError as exc:
         found.errors.append(Entry(root, os.path.basename(base.rstrip("/")), 0, 0))
         found.why[root] = f"cannot list: {exc}"
         return
@@ -241,32 +243,27 @@ def scan_one(entry: Entry, options: Options) -> Rows:
     return row, findings
 
 
-class _local_copy:
+@contextmanager
+def _local_copy(log: str) -> Iterator[str]:
     """A local path for a log: itself, or a temporary copy of a remote URL (same file name, so that
     ``.gz`` and the format sniffing see what they would)."""
+    if not is_url(log):
+        yield log
+        return
+    fs, path = _filesystem(log)
+    if type(fs).__name__ == "LocalFileSystem":
+        yield path
+        return
+    import shutil
+    import tempfile
 
-    def __init__(self, log: str):
-        self.log = log
-        self.tmp: str | None = None
-
-    def __enter__(self) -> str:
-        if not is_url(self.log):
-            return self.log
-        fs, path = _filesystem(self.log)
-        if type(fs).__name__ == "LocalFileSystem":
-            return path
-        import tempfile
-
-        self.tmp = tempfile.mkdtemp(prefix="losslens-scan-")
-        local = os.path.join(self.tmp, os.path.basename(path.rstrip("/")) or "log")
+    folder = tempfile.mkdtemp(prefix="losslens-scan-")
+    try:
+        local = os.path.join(folder, os.path.basename(path.rstrip("/")) or "log")
         fs.get(path, local)
-        return local
-
-    def __exit__(self, *exc: object) -> None:
-        if self.tmp is not None:
-            import shutil
-
-            shutil.rmtree(self.tmp, ignore_errors=True)
+        yield local
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # --- engines --------------------------------------------------------------------------------------
@@ -440,14 +437,13 @@ def outputs(out: str) -> dict[str, Path]:
 
 
 def status(row: dict[str, Any], fail_on: Severity, forced_metrics: bool) -> str:
-    """``check``'s verdict for one log (see ``runner.gate``): ERROR when it could not be read, or
-    when its loss could not be identified and nothing fails it; FAIL at or above ``fail_on``."""
+    """``check``'s verdict for one log (``runner.verdict``): ok, FAIL, or ERROR (it could not be
+    read, or its loss could not be identified and nothing fails it)."""
     if row["error"] is not None:
         return "ERROR"
-    failed = row["worst"] is not None and Severity.parse(row["worst"]) >= fail_on
-    if row["loss_column"] is None and not forced_metrics and not failed:
-        return "ERROR"
-    return "FAIL" if failed else "ok"
+    worst = Severity.parse(row["worst"]) if row["worst"] is not None else None
+    code = verdict(worst, row["loss_column"] is not None or forced_metrics, fail_on)
+    return {ExitCode.OK: "ok", ExitCode.FINDINGS: "FAIL"}.get(code, "ERROR")
 
 
 def scan(roots: list[str], options: Options, out: str, fail_on: Severity, since: float | None = None,
