@@ -192,7 +192,8 @@ def _above_median_p(c: np.ndarray, m: np.ndarray) -> np.ndarray:
     is then an order statistic of the m − 1 others; exact through the Rényi representation of
     exponential order statistics: E[exp(−c·Y_(j))] = Π_{i<=j} (k−i+1)/(k−i+1+c) over k = m − 1
     others, j = (m+1)//2; for even m the median is Y_(j) + E/(2(k−j)) with j = m/2, one more
-    factor 2(k−j)/(2(k−j)+c). Large m tends to exp(−c·ln 2)."""
+    factor 2(k−j)/(2(k−j)+c). Large m tends to exp(−c·ln 2). The product is taken term by term
+    for small bins, through log-gamma for wide ones: Γ(k+1)Γ(k−j+1+c) / (Γ(k−j+1)Γ(k+1+c))."""
     out = np.ones(len(c))
     for size in np.unique(m):
         sel, n = m == size, int(size)
@@ -201,12 +202,23 @@ def _above_median_p(c: np.ndarray, m: np.ndarray) -> np.ndarray:
             continue
         k = n - 1
         j = (n + 1) // 2 if n % 2 else n // 2
-        r = np.arange(k, k - j, -1, dtype=np.float64)  # k, k-1, ..., k-j+1
-        log_p = np.sum(np.log(r)[None, :] - np.log(r[None, :] + c[sel, None]), axis=1)
+        if n <= 64:
+            r = np.arange(k, k - j, -1, dtype=np.float64)  # k, k-1, ..., k-j+1
+            log_p = np.sum(np.log(r)[None, :] - np.log(r[None, :] + c[sel, None]), axis=1)
+        else:  # (every argument >= 32: Stirling's series is exact to float precision there)
+            log_p = (_lgamma(np.float64(k + 1)) - _lgamma(np.float64(k - j + 1))
+                     - _lgamma(k + 1 + c[sel]) + _lgamma(k - j + 1 + c[sel]))
         if n % 2 == 0:
             log_p += np.log(2.0 * (k - j)) - np.log(2.0 * (k - j) + c[sel])
         out[sel] = np.minimum(1.0, np.exp(log_p))
     return out
+
+
+def _lgamma(z: np.ndarray | np.float64) -> np.ndarray:
+    """log Γ(z) for z >= 32 (Stirling's series to z^-5: error below 1e-15 there)."""
+    z = np.asarray(z, dtype=np.float64)
+    return ((z - 0.5) * np.log(z) - z + 0.5 * math.log(2 * math.pi)
+            + 1 / (12 * z) - 1 / (360 * z ** 3) + 1 / (1260 * z ** 5))
 
 
 @dataclass(frozen=True)
