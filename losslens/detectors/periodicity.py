@@ -115,15 +115,11 @@ def lr_explains(series: Series, period: float, min_share: float = 0.5) -> float 
     return round(best, 3) if best >= min_share else None
 
 
-def _background(power: np.ndarray, width: float = 1.5, min_bins: int = 7) -> np.ndarray:
-    """The smooth continuum under a periodogram: medians over bins that each span a factor
-    ``width`` in frequency (at least ``min_bins`` ordinates), interpolated in log-log."""
-    return _continuum(power, width, min_bins)[0]
-
-
 def _continuum(power: np.ndarray, width: float = 1.5, min_bins: int = 7) -> tuple[np.ndarray, np.ndarray]:
-    """``_background`` and, per ordinate, how many ordinates the median under it was taken over
-    (the smaller of the two bins it is interpolated between)."""
+    """The smooth continuum under a periodogram: medians over bins that each span a factor
+    ``width`` in frequency (at least ``min_bins`` ordinates), interpolated in log-log; and, per
+    ordinate, how many ordinates that median was taken over (the smaller of the two bins it is
+    interpolated between)."""
     m = len(power)
     edges = [1]
     while edges[-1] < m:
@@ -441,7 +437,7 @@ class Periodicity(Detector):
         freqs, power, _ = spec
         if len(freqs) < 4:
             return []
-        background = _background(power)
+        background = _continuum(power)[0]
         out = []
         for j in range(1, 9):
             f = j * spacing / period

@@ -117,23 +117,20 @@ def _from_groups(lengths: torch.Tensor, order: torch.Tensor, batch_id: torch.Ten
     max_len = torch.zeros(n_batches, dtype=torch.int64, device=dev).scatter_reduce_(
         0, batch_id, lens, reduce="amax", include_self=False)
     bucket = bucketize(max_len, plan)
+    if batch_order is not None:  # reorder the batches (and, when kept, the samples with them)
+        if samples:
+            start = torch.cumsum(size, 0) - size
+            sizes = size.index_select(0, batch_order)
+            new_start = torch.cumsum(sizes, 0) - sizes
+            shift = torch.repeat_interleave(start.index_select(0, batch_order) - new_start, sizes)
+            order = order.index_select(0, shift + torch.arange(int(sizes.sum()), device=dev))
+        size, tokens, max_len, bucket = (t.index_select(0, batch_order)
+                                         for t in (size, tokens, max_len, bucket))
     if not samples:
         none = torch.empty(0, dtype=torch.int64, device=dev)
-        if batch_order is not None:
-            size, tokens, max_len, bucket = (t.index_select(0, batch_order)
-                                             for t in (size, tokens, max_len, bucket))
         return Epoch(bucket, size, max_len, tokens, none, none)
     offsets = torch.zeros(n_batches + 1, dtype=torch.int64, device=dev)
     offsets[1:] = torch.cumsum(size, 0)
-    if batch_order is not None:  # reorder batches, and the samples with them
-        starts, sizes = offsets[:-1][batch_order], size[batch_order]
-        new_off = torch.zeros_like(offsets)
-        new_off[1:] = torch.cumsum(sizes, 0)
-        idx = torch.repeat_interleave(starts - new_off[:-1], sizes) + torch.arange(
-            int(sizes.sum()), device=dev)
-        order, size, tokens, max_len, bucket, offsets = (
-            order.index_select(0, idx), sizes, tokens.index_select(0, batch_order),
-            max_len.index_select(0, batch_order), bucket.index_select(0, batch_order), new_off)
     return Epoch(bucket, size, max_len, tokens, order, offsets)
 
 
