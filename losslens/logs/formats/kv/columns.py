@@ -17,15 +17,14 @@ import numpy as np
 import polars as pl
 
 from losslens.logs.base import TIMESTAMP, Format, LineParser
+from losslens.logs.columnar import add_rows, any_of, lines_of, metric_columns
 from losslens.logs.formats.kv import KV, TOKRATE
-from losslens.logs.names import MAGNITUDE, STEP_KEYS, UNIT_SCALE, canonical, is_eval, is_training_metric
 from losslens.logs.sink import Accounting, Sink, feed_line
 from losslens.logs.source import Source, count_lines, decode_lines
 
 SAMPLE_LINES = 500
 MAX_TEMPLATES = 3
 MAX_TEMPLATE_KEYS = 256  # a wider line is read by the per-line parser
-LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ%/()"
 VALUE_END = r"[\s|,;\[\]()]"
 
 
@@ -72,38 +71,6 @@ def templates(sample: list[str]) -> list[Template]:
                         tuple(v.startswith("[") for _, _, v in pairs),
                         rate[0] if rate else None, shape)] += 1
     return [t for t, _ in counts.most_common(MAX_TEMPLATES)]
-
-
-def _number_expr(raw: pl.Expr) -> pl.Expr:
-    """A float, or a number with a unit ('0.68b/s' → 0.68, '4.0d' → 345600); null if neither."""
-    number = raw.str.strip_chars_end(LETTERS)
-    written = raw.str.slice(number.str.len_chars())
-    scale = pl.coalesce(  # as names.unit_scale: '1.05M' is a million, '3m' three minutes
-        written.replace_strict(list(MAGNITUDE), list(MAGNITUDE.values()), default=None,
-                               return_dtype=pl.Float64),
-        written.str.to_lowercase().replace_strict(list(UNIT_SCALE), list(UNIT_SCALE.values()),
-                                                  default=None, return_dtype=pl.Float64))
-    return pl.coalesce(raw.cast(pl.Float64, strict=False),
-                       number.cast(pl.Float64, strict=False) * scale)
-
-
-def _numbers(raw: pl.Series) -> tuple[pl.Series, pl.Series | None]:
-    """'[50, 50, 46]' strings → List(Float64); rows that need the per-line parser or None."""
-    inner = raw.str.strip_prefix("[").str.strip_suffix("]")
-    empty = inner.str.strip_chars().str.len_bytes() == 0
-    value = inner.str.split(", ").cast(pl.List(pl.Float64), strict=False)
-    n_empty = int(empty.sum())
-    if value.list.explode().null_count() > n_empty + value.null_count():
-        value = (inner.str.replace_all(" ", "", literal=True).str.split(",")
-                 .cast(pl.List(pl.Float64), strict=False))
-    if n_empty:
-        value = pl.select(pl.when(empty).then(pl.lit([], dtype=pl.List(pl.Float64)))
-                          .otherwise(value)).to_series()
-    missing = value.list.explode().null_count() - value.null_count() - n_empty
-    if missing == 0:
-        return value, None
-    unread = raw.is_not_null() & ~empty & value.list.eval(pl.element().is_null()).list.any()
-    return value, unread
 
 
 def read_cells(chunk: bytes, width: int) -> pl.DataFrame | None:
@@ -169,44 +136,8 @@ def _read_template(rows: pl.DataFrame, t: Template, lineno: pl.Series, sink: Sin
                    pending: pl.Series) -> pl.Series:
     """Add the rows of ``t`` to ``sink``; returns the rows still unread (for the next pass)."""
     fit = rows["fit"] & pending
-    unread = [~fit]
-    names = [canonical(k) for k in t.keys]
-    step_idx = sorted((i for i, k in enumerate(t.keys) if k.lower() in STEP_KEYS),
-                      key=lambda i: STEP_KEYS.index(t.keys[i].lower()))
-    cols: dict[str, pl.Series] = {}
-    scalar = {}
-    for i, key in enumerate(t.keys):
-        if i in step_idx or names[i] in cols or names[i] in scalar:
-            continue  # as in the per-line parser: the first key for a name wins
-        sink.names.setdefault(names[i], key)
-        if t.lists[i]:
-            value, bad = _numbers(rows[f"raw{i}"])
-            if bad is not None:
-                unread.append(bad)
-            cols[names[i]] = value
-        else:
-            scalar[names[i]] = i
-    if scalar:  # all scalar columns at once, in parallel
-        exprs = [_number_expr(pl.col(f"raw{i}")).alias(name) for name, i in scalar.items()]
-        values = rows.lazy().select(exprs).collect()
-        flags = rows.lazy().select(pl.any_horizontal(
-            [pl.col(f"raw{i}").is_not_null() for i in scalar.values()]).alias("x")).collect()
-        misses = pl.concat([rows, values], how="horizontal").lazy().select(pl.any_horizontal(
-            [pl.col(f"raw{i}").is_not_null() & pl.col(name).is_null()
-             for name, i in scalar.items()]).alias("x")).collect()["x"]
-        del flags
-        unread.append(misses)
-        cols = {**{name: values[name] for name in scalar}, **cols}
-        cols = {n: cols[n] for n in dict.fromkeys([names[i] for i in range(len(t.keys))
-                                                    if i not in step_idx]) if n in cols}
-    n = rows.height
-    step = pl.repeat(None, n, dtype=pl.Int64, eager=True)
-    for i in step_idx:
-        head = rows[f"raw{i}"].str.split("/").list.first().str.strip_chars()
-        as_float = head.cast(pl.Float64, strict=False)
-        whole = pl.select(pl.when(as_float.is_finite() & (as_float == as_float.floor()))
-                          .then(as_float.cast(pl.Int64, strict=False))).to_series()
-        step = step.fill_null(head.cast(pl.Int64, strict=False).fill_null(whole))
+    step, cols, unread = metric_columns(sink, t.keys, [rows[f"raw{i}"] for i in range(len(t.keys))],
+                                        lists=t.lists)
     if t.rate_cell is not None:
         r = rows["rate"].struct
         tok = r.field("1").cast(pl.Float64, strict=False) * r.field("2").replace_strict(
@@ -214,24 +145,11 @@ def _read_template(rows: pl.DataFrame, t: Template, lineno: pl.Series, sink: Sin
         cols["tokens_per_s"] = cols["tokens_per_s"].fill_null(tok) if "tokens_per_s" in cols \
             else tok
         sink.names.setdefault("tokens_per_s", "(Ktok/s)")
-    bad = pl.DataFrame(unread).select(pl.any_horizontal(pl.all())).to_series()
-    train_names = [c for c in cols if not is_eval(c)]
-    eval_names = [c for c in cols if is_eval(c)]
+    bad = any_of([~fit, *unread], rows.height)
     meta = {"step": step, "line": lineno}
     if t.time is not None:
         meta["time"] = rows["time"]
-    frame = pl.DataFrame({**meta, **cols}).filter(~bad)
-    flags = frame.select(
-        pl.any_horizontal([pl.col(c).is_not_null() for c in train_names if is_training_metric(c)]
-                          or [pl.lit(False)]).alias("train"),
-        pl.any_horizontal([pl.col(c).is_not_null() for c in eval_names] or [pl.lit(False)])
-        .alias("eval"))
-    sink.add(frame.filter(flags["train"]).select(list(meta) + train_names))
-    if eval_names:
-        extra = ["epoch"] if "epoch" in cols else []
-        sink.add(frame.filter(flags["eval"]).select(list(meta) + eval_names + extra), evals=True)
-    idle = frame.filter(~flags["train"] & ~flags["eval"])["line"]
-    sink.idle_lines.extend(idle.to_list())
+    add_rows(sink, meta, cols, bad)
     return pending & bad
 
 
@@ -279,21 +197,6 @@ def parse_chunk(chunk: bytes, first_lineno: int, tpls: list[Template], sink: Sin
             acc.parsed += 1
         else:
             acc.skip(reason, ln, line)
-
-
-def lines_of(chunk: bytes) -> pl.Series:
-    """One string per line of ``chunk`` ('\\r' at the end stripped)."""
-    expected = count_lines(chunk)
-    if b"\x1f" not in chunk and b"\x00" not in chunk:
-        try:
-            df = pl.read_csv(io.BytesIO(chunk), has_header=False, separator="\x1f",
-                             quote_char=None, new_columns=["line"], encoding="utf8-lossy",
-                             infer_schema=False, raise_if_empty=False)
-            if df.height == expected:
-                return df["line"].str.strip_chars_end("\r")
-        except pl.exceptions.PolarsError:
-            pass
-    return pl.Series("line", [x.rstrip("\r") for x in decode_lines(chunk)], dtype=pl.String)
 
 
 def read(src: Source, fmt: Format, sink: Sink, acc: Accounting) -> None:

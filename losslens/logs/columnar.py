@@ -1,0 +1,162 @@
+"""Whole columns of raw values → the sink's frames, exactly as the per-line path's
+``Sink.metrics_from_pairs`` + ``Sink.emit`` would make them, row by row: shared by the vectorised
+readers (key=value templates, JSON Lines, CSV tables).
+
+A reader hands over its keys in line order and one column of raw values per key (the text a line
+reader would see, or numbers a columnar parser already read); every row a column cannot read the
+way the per-line parser would is returned as unread, for that parser to read.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+import polars as pl
+
+from losslens.logs.names import MAGNITUDE, STEP_KEYS, UNIT_SCALE, canonical, is_eval, is_training_metric
+from losslens.logs.sink import Sink
+from losslens.logs.source import count_lines, decode_lines
+
+LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ%/()"
+
+
+def number_expr(raw: pl.Expr) -> pl.Expr:
+    """A float, or a number with a unit ('0.68b/s' → 0.68, '4.0d' → 345600); null if neither."""
+    number = raw.str.strip_chars_end(LETTERS)
+    written = raw.str.slice(number.str.len_chars())
+    scale = pl.coalesce(  # as names.unit_scale: '1.05M' is a million, '3m' three minutes
+        written.replace_strict(list(MAGNITUDE), list(MAGNITUDE.values()), default=None,
+                               return_dtype=pl.Float64),
+        written.str.to_lowercase().replace_strict(list(UNIT_SCALE), list(UNIT_SCALE.values()),
+                                                  default=None, return_dtype=pl.Float64))
+    return pl.coalesce(raw.cast(pl.Float64, strict=False),
+                       number.cast(pl.Float64, strict=False) * scale)
+
+
+def numbers(raw: pl.Series) -> tuple[pl.Series, pl.Series | None]:
+    """'[50, 50, 46]' strings → List(Float64); rows that need the per-line parser or None."""
+    inner = raw.str.strip_prefix("[").str.strip_suffix("]")
+    empty = inner.str.strip_chars().str.len_bytes() == 0
+    value = inner.str.split(", ").cast(pl.List(pl.Float64), strict=False)
+    n_empty = int(empty.sum())
+    if value.list.explode().null_count() > n_empty + value.null_count():
+        value = (inner.str.replace_all(" ", "", literal=True).str.split(",")
+                 .cast(pl.List(pl.Float64), strict=False))
+    if n_empty:
+        value = pl.select(pl.when(empty).then(pl.lit([], dtype=pl.List(pl.Float64)))
+                          .otherwise(value)).to_series()
+    missing = value.list.explode().null_count() - value.null_count() - n_empty
+    if missing == 0:
+        return value, None
+    unread = raw.is_not_null() & ~empty & value.list.eval(pl.element().is_null()).list.any()
+    return value, unread
+
+
+def _step(raw: pl.Series) -> pl.Series:
+    """``sink.step_value`` over a column: an integer, an integral float, '12' / '12.0' / '12/300'."""
+    if raw.dtype.is_integer():
+        return raw.cast(pl.Int64, strict=False)
+    as_float = raw.cast(pl.Float64, strict=False) if raw.dtype.is_float() else None
+    head = None
+    if as_float is None:
+        head = raw.cast(pl.String).str.split("/").list.first().str.strip_chars()
+        as_float = head.cast(pl.Float64, strict=False)
+    whole = pl.select(pl.when(as_float.is_finite() & (as_float == as_float.floor()))
+                      .then(as_float.cast(pl.Int64, strict=False))).to_series()
+    return whole if head is None else head.cast(pl.Int64, strict=False).fill_null(whole)
+
+
+def metric_columns(sink: Sink, keys: Sequence[str], raws: Sequence[pl.Series],
+                   lists: Sequence[bool] | None = None, ordered: bool = True
+                   ) -> tuple[pl.Series, dict[str, pl.Series], list[pl.Series]]:
+    """The step, the canonical metric columns and the masks of rows left unread, from one raw
+    column per key. Text is read as ``parse_value`` reads it (units; '[..]' lists where ``lists``
+    says so); numeric and list columns as they are. Where two keys give one name, the first
+    holding a value wins when ``ordered`` (the keys stand in this order on every line); otherwise
+    rows where several hold one are left unread (their order on the line decides)."""
+    n = len(raws[0]) if raws else 0
+    unread: list[pl.Series] = []
+    step_idx = sorted((i for i, k in enumerate(keys) if k.strip().lower() in STEP_KEYS),
+                      key=lambda i: STEP_KEYS.index(keys[i].strip().lower()))
+    step = pl.repeat(None, n, dtype=pl.Int64, eager=True)
+    for i in step_idx:
+        step = step.fill_null(_step(raws[i]))
+    by_name: dict[str, list[int]] = {}
+    for i, key in enumerate(keys):
+        if i not in step_idx:
+            by_name.setdefault(canonical(key), []).append(i)
+    wanted = [i for idx in by_name.values() for i in idx]
+    scalar = [i for i in wanted if raws[i].dtype == pl.String and not (lists and lists[i])]
+    parsed = pl.DataFrame({f"v{i}": raws[i] for i in scalar}).lazy().select(
+        number_expr(pl.col(f"v{i}")).alias(f"v{i}") for i in scalar).collect() if scalar else None
+    values: dict[int, pl.Series] = {}
+    for i in wanted:
+        raw = raws[i]
+        if parsed is not None and i in scalar:
+            values[i] = parsed[f"v{i}"]
+            unread.append(raw.is_not_null() & values[i].is_null())
+        elif raw.dtype == pl.String:
+            values[i], bad = numbers(raw)
+            if bad is not None:
+                unread.append(bad)
+        elif isinstance(raw.dtype, pl.List):
+            values[i] = raw.cast(pl.List(pl.Float64))
+        else:
+            values[i] = raw.cast(pl.Float64)
+    cols: dict[str, pl.Series] = {}
+    for name, idx in by_name.items():
+        if len(idx) == 1:
+            cols[name] = values[idx[0]]
+        else:
+            if not ordered:
+                unread.append(pl.select(pl.sum_horizontal(
+                    [values[i].is_not_null() for i in idx]) > 1).to_series())
+            cols[name] = pl.select(pl.coalesce([values[i] for i in idx])).to_series()
+        sink.names.setdefault(name, keys[idx[0]].strip())
+    return step, cols, unread
+
+
+def add_rows(sink: Sink, meta: dict[str, pl.Series], cols: dict[str, pl.Series],
+             bad: pl.Series | None) -> None:
+    """Rows (``meta``: step, line, time…) split as ``Sink.emit`` splits records: a train frame of
+    the rows holding a training metric, an eval frame of those holding an eval metric (with the
+    row's epoch); the lines of rows that hold neither go to ``sink.idle_lines``. Rows flagged
+    ``bad`` are left out (the per-line parser reads them)."""
+    train_names = [c for c in cols if not is_eval(c)]
+    eval_names = [c for c in cols if is_eval(c)]
+    frame = pl.DataFrame({**meta, **cols})
+    if bad is not None:
+        frame = frame.filter(~bad)
+    flags = frame.select(
+        pl.any_horizontal([pl.col(c).is_not_null() for c in train_names if is_training_metric(c)]
+                          or [pl.lit(False)]).alias("train"),
+        pl.any_horizontal([pl.col(c).is_not_null() for c in eval_names] or [pl.lit(False)])
+        .alias("eval"))
+    sink.add(frame.filter(flags["train"]).select(list(meta) + train_names))
+    if eval_names:
+        extra = ["epoch"] if "epoch" in cols else []
+        sink.add(frame.filter(flags["eval"]).select(list(meta) + eval_names + extra), evals=True)
+    sink.idle_lines.extend(frame.filter(~flags["train"] & ~flags["eval"])["line"].to_list())
+
+
+def any_of(masks: Sequence[pl.Series], n: int) -> pl.Series:
+    """Rows any mask flags (all False without masks)."""
+    if not masks:
+        return pl.Series(values=[False] * n, dtype=pl.Boolean)
+    return pl.DataFrame(list(masks)).select(pl.any_horizontal(pl.all())).to_series()
+
+
+def lines_of(chunk: bytes) -> pl.Series:
+    """One string per line of ``chunk`` ('\\r' at the end stripped)."""
+    expected = count_lines(chunk)
+    if b"\x1f" not in chunk and b"\x00" not in chunk:
+        try:
+            df = pl.read_csv(io.BytesIO(chunk), has_header=False, separator="\x1f",
+                             quote_char=None, new_columns=["line"], encoding="utf8-lossy",
+                             infer_schema=False, raise_if_empty=False)
+            if df.height == expected:
+                return df["line"].str.strip_chars_end("\r")
+        except pl.exceptions.PolarsError:
+            pass
+    return pl.Series("line", [x.rstrip("\r") for x in decode_lines(chunk)], dtype=pl.String)
