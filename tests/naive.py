@@ -5,18 +5,23 @@ from __future__ import annotations
 from pathlib import Path
 
 from losslens.logs.base import read_lines
-from losslens.logs.formats.kv import KeyValue
 from losslens.logs.frame import LogData, assemble
+from losslens.logs.registry import BY_NAME
 from losslens.logs.sink import Accounting, Sink
 from losslens.logs.source import open_source
 
 
-def read_kv_per_line(path: str | Path) -> LogData:
-    """The key=value log read line by line by the per-line parser (no vectorised path)."""
+def read_per_line(path: str | Path, format: str) -> LogData:
+    """The log read line by line by ``format``'s per-line parser (no vectorised path)."""
     src = open_source(path)
     try:
         sink, acc = Sink(), Accounting()
-        read_lines(src, KeyValue(), sink, acc)
-        return assemble(src.name, "kv", sink, acc)
+        read_lines(src, BY_NAME[format], sink, acc)
+        return assemble(src.name, format, sink, acc)
     finally:
         src.close()
+
+
+def read_kv_per_line(path: str | Path) -> LogData:
+    """The key=value log read line by line (see ``read_per_line``)."""
+    return read_per_line(path, "kv")

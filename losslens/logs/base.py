@@ -65,6 +65,14 @@ def leading_time(line: str) -> datetime | None:
     return _iso(m.group(1)) if m else None
 
 
+SMALL_BYTES = 256 << 10  # below this the per-line parsers are faster than polars' per-query cost
+
+
+def small(src: Source) -> bool:
+    """A file small enough to read line by line (the vectorised readers' cost is per query)."""
+    return src.size is not None and src.size < SMALL_BYTES
+
+
 def count_matching(patterns: tuple[re.Pattern[str], ...], lines: list[str]) -> int:
     """How many of ``lines`` one of ``patterns`` finds (a format's sniff score)."""
     return sum(1 for line in lines if any(p.search(line) for p in patterns))

@@ -10,14 +10,24 @@ way the per-line parser would is returned as unread, for that parser to read.
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+import numpy as np
 import polars as pl
 
-from losslens.logs.names import MAGNITUDE, STEP_KEYS, UNIT_SCALE, canonical, is_eval, is_training_metric
-from losslens.logs.sink import Sink
+from losslens.logs.names import (
+    MAGNITUDE,
+    STEP_KEYS,
+    UNIT_SCALE,
+    canonical,
+    is_eval,
+    is_training_metric,
+    parse_value,
+)
+from losslens.logs.sink import Accounting, Sink, feed_line
 from losslens.logs.source import count_lines, decode_lines
 
+CLOCK = r"^(?:(?<d>\d+) (?i:days?), )?(?<h>\d+):(?<m>\d\d):(?<s>\d\d(?:\.\d+)?)$"
 LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ%/()"
 
 
@@ -30,8 +40,13 @@ def number_expr(raw: pl.Expr) -> pl.Expr:
                                return_dtype=pl.Float64),
         written.str.to_lowercase().replace_strict(list(UNIT_SCALE), list(UNIT_SCALE.values()),
                                                   default=None, return_dtype=pl.Float64))
+    clock = raw.str.extract_groups(CLOCK)  # as names._CLOCK: '0:00:24', '1 day, 2:03:04.5'
+    seconds = (clock.struct.field("d").cast(pl.Float64, strict=False).fill_null(0.0) * 86400
+               + clock.struct.field("h").cast(pl.Float64, strict=False) * 3600
+               + clock.struct.field("m").cast(pl.Float64, strict=False) * 60
+               + clock.struct.field("s").cast(pl.Float64, strict=False))
     return pl.coalesce(raw.cast(pl.Float64, strict=False),
-                       number.cast(pl.Float64, strict=False) * scale)
+                       number.cast(pl.Float64, strict=False) * scale, seconds)
 
 
 def numbers(raw: pl.Series) -> tuple[pl.Series, pl.Series | None]:
@@ -67,14 +82,28 @@ def _step(raw: pl.Series) -> pl.Series:
     return whole if head is None else head.cast(pl.Int64, strict=False).fill_null(whole)
 
 
+def _by_parse_value(raw: pl.Series, value: pl.Series, missed: pl.Series
+                    ) -> tuple[pl.Series, pl.Series]:
+    """``value`` with the ``missed`` rows read by ``parse_value``; the rows it reads as a list
+    (not a scalar column's) are still missed."""
+    where = missed.arg_true()
+    read = [parse_value(text) for text in raw.gather(where).to_list()]
+    still = np.zeros(len(raw), dtype=bool)
+    still[where.filter(pl.Series([isinstance(v, list) for v in read])).to_numpy()] = True
+    patch = pl.Series([v if isinstance(v, float) else None for v in read], dtype=pl.Float64)
+    return value.clone().scatter(where, patch), pl.Series(still)
+
+
 def metric_columns(sink: Sink, keys: Sequence[str], raws: Sequence[pl.Series],
-                   lists: Sequence[bool] | None = None, ordered: bool = True
+                   lists: Sequence[bool] | None = None, ordered: bool = True, exact: bool = False
                    ) -> tuple[pl.Series, dict[str, pl.Series], list[pl.Series]]:
     """The step, the canonical metric columns and the masks of rows left unread, from one raw
     column per key. Text is read as ``parse_value`` reads it (units; '[..]' lists where ``lists``
     says so); numeric and list columns as they are. Where two keys give one name, the first
     holding a value wins when ``ordered`` (the keys stand in this order on every line); otherwise
-    rows where several hold one are left unread (their order on the line decides)."""
+    rows where several hold one are left unread (their order on the line decides). Text the
+    columnar parse cannot read ('0:00:24', '1,024', '5m 3s') is left unread, or, when the raw text
+    is ``exact``ly what the per-line parser would read, read by ``parse_value`` itself."""
     n = len(raws[0]) if raws else 0
     unread: list[pl.Series] = []
     step_idx = sorted((i for i, k in enumerate(keys) if k.strip().lower() in STEP_KEYS),
@@ -95,7 +124,10 @@ def metric_columns(sink: Sink, keys: Sequence[str], raws: Sequence[pl.Series],
         raw = raws[i]
         if parsed is not None and i in scalar:
             values[i] = parsed[f"v{i}"]
-            unread.append(raw.is_not_null() & values[i].is_null())
+            missed = raw.is_not_null() & values[i].is_null()
+            if exact and missed.any():
+                values[i], missed = _by_parse_value(raw, values[i], missed)
+            unread.append(missed)
         elif raw.dtype == pl.String:
             values[i], bad = numbers(raw)
             if bad is not None:
@@ -133,10 +165,12 @@ def add_rows(sink: Sink, meta: dict[str, pl.Series], cols: dict[str, pl.Series],
                           or [pl.lit(False)]).alias("train"),
         pl.any_horizontal([pl.col(c).is_not_null() for c in eval_names] or [pl.lit(False)])
         .alias("eval"))
-    sink.add(frame.filter(flags["train"]).select(list(meta) + train_names))
-    if eval_names:
-        extra = ["epoch"] if "epoch" in cols else []
-        sink.add(frame.filter(flags["eval"]).select(list(meta) + eval_names + extra), evals=True)
+    for names, evals in ((train_names, False), (eval_names + (["epoch"] if "epoch" in cols else []), True)):
+        if evals and not eval_names:
+            break
+        part = frame.filter(flags["eval" if evals else "train"]).select(list(meta) + names)
+        # a metric no row here holds is no column (the per-line records would not have it)
+        sink.add(part.drop([c for c in names if part[c].null_count() == part.height]), evals=evals)
     sink.idle_lines.extend(frame.filter(~flags["train"] & ~flags["eval"])["line"].to_list())
 
 
@@ -160,3 +194,40 @@ def lines_of(chunk: bytes) -> pl.Series:
         except pl.exceptions.PolarsError:
             pass
     return pl.Series("line", [x.rstrip("\r") for x in decode_lines(chunk)], dtype=pl.String)
+
+
+def line_numbers(first: int, n: int) -> pl.Series:
+    return pl.Series("line", np.arange(first, first + n, dtype=np.int64))
+
+
+def account_chunk(chunk: bytes, text: pl.Series | None, lineno: pl.Series, blank: pl.Series,
+                  pending: pl.Series, n_idle: int, sink: Sink, acc: Accounting, parser: object,
+                  feed: Callable[[object, int, str], str | None] = feed_line) -> None:
+    """Account one chunk's lines after its vectorised pass: blank; parsed; the rows that pass
+    read but that held no metric (``sink.idle_lines`` from ``n_idle`` on) skipped as such; every
+    ``pending`` line fed to the per-line ``parser``, in order (``text``: the chunk's lines, made
+    from ``chunk`` when needed)."""
+    acc.total += len(lineno)
+    acc.blank += int(blank.sum())
+    idle = sink.idle_lines[n_idle:]
+    acc.parsed += int((~pending).sum()) - len(idle)
+    rest = pending & ~blank
+    if not idle and not rest.any():
+        return
+    if text is None:
+        text = lines_of(chunk)
+    is_idle = lineno.is_in(idle) if idle else pl.Series(values=[False] * len(lineno))
+    todo = rest | is_idle
+    for ln, line, skipped in zip(lineno.filter(todo).to_list(), text.filter(todo).to_list(),
+                                 is_idle.filter(todo).to_list(), strict=True):
+        if skipped:
+            acc.skip("no training metric", ln, line)
+            continue
+        if "\x00" in line:
+            acc.skip("binary data", ln, line)
+            continue
+        reason = feed(parser, ln, line)
+        if reason is None:
+            acc.parsed += 1
+        else:
+            acc.skip(reason, ln, line)

@@ -184,7 +184,7 @@ def assemble(source: str, fmt: str, sink: Sink, acc: Accounting) -> LogData:
     """The sink's records (and accounting) as a LogData: canonical types, one rank of a
     torchrun job, steps filled in, restart segments, eval records placed in their segment. Every
     reader ends here, and so do `watch`'s windows."""
-    notes = list(sink.notes)
+    notes = list(sink.notes) + sink.mixed_notes()
     train_parts, eval_parts = _one_rank(_parts(sink, False), _parts(sink, True), acc, notes)
     if sink.compactors is not None:
         notes.append(NARROW_NOTE)

@@ -18,6 +18,7 @@ from losslens.logs.names import STEP_KEYS, canonical, is_eval, is_training_metri
 Value = float | list[float]
 MAX_KEYS = 4096  # a record with more fields is skipped: one 3 MB line of 200k keys took 24 GB
 TOO_WIDE = f"more than {MAX_KEYS:,} fields in one record"
+META = ("step", "line", "time", "rank")
 COMPACT_AT = 50_000  # per-line readers turn their records into a frame every this many
 
 
@@ -84,6 +85,22 @@ class Sink:
     source_name: str = ""  # the file's base name (an MLflow metric file is named by its metric)
     # a large log's frames are compacted as they come (see compact.py): train, eval
     compactors: tuple[Compactor, Compactor] | None = None
+    # each metric's shape as first seen (True: a [..] list); values of the other shape are left out
+    shapes: dict[str, bool] = field(default_factory=dict)
+    mixed: Counter[str] = field(default_factory=Counter)  # how many were left out, by metric
+
+    def _fits(self, name: str, is_list: bool) -> bool:
+        """Whether a value of this shape can join ``name``'s column (counted when not)."""
+        if self.shapes.setdefault(name, is_list) == is_list:
+            return True
+        self.mixed[name] += 1
+        return False
+
+    def mixed_notes(self) -> list[str]:
+        """One note per metric whose values were left out for their shape."""
+        first = {True: "a number where the first were lists", False: "a list where the first were numbers"}
+        return [f"{self.names.get(k, k)}: {n:,} value{'s' if n > 1 else ''} {first[self.shapes[k]]}"
+                " (left out)" for k, n in self.mixed.items()]
 
     def compact(self) -> None:
         """Turn the records gathered so far into frames: a dict per record costs about ten times
@@ -98,6 +115,11 @@ class Sink:
     def add(self, frame: pl.DataFrame, evals: bool = False) -> None:
         """A frame of records (a reader's chunk), in canonical types; once the log holds more
         than COMPACT_RECORDS train records, every frame is held compact."""
+        clash = [c for c, t in frame.schema.items() if c not in META
+                 and self.shapes.setdefault(c, isinstance(t, pl.List)) != isinstance(t, pl.List)]
+        if clash:
+            self.mixed.update({c: frame[c].len() - frame[c].null_count() for c in clash})
+            frame = frame.drop(clash)
         frame = normalised(frame)
         frames = self.eval_frames if evals else self.frames
         if self.compactors is None and not evals and \
@@ -116,7 +138,8 @@ class Sink:
     def emit(self, line: int, step: int | None, metrics: Mapping[str, Value | None],
              time: datetime | None = None, kind: str | None = None) -> bool:
         """Split ``metrics`` into a train and an eval record; False when neither holds a metric."""
-        present = {k: v for k, v in metrics.items() if v is not None}
+        present = {k: v for k, v in metrics.items()
+                   if v is not None and self._fits(k, isinstance(v, list))}
         if kind == "eval":
             evals = {(k if is_eval(k) or k == "epoch" else "eval_" + k): v
                      for k, v in present.items()}

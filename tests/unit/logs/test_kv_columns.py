@@ -18,7 +18,7 @@ from tests.naive import read_kv_per_line
 def columnar_even_when_small(monkeypatch) -> None:
     """Small files are read line by line in use (faster there); here every file takes the
     vectorised path that is being checked."""
-    monkeypatch.setattr("losslens.logs.formats.kv.SMALL_BYTES", 0)
+    monkeypatch.setattr("losslens.logs.base.SMALL_BYTES", 0)
 
 
 def assert_same(path) -> None:

@@ -315,3 +315,17 @@ def test_no_records_is_a_format_error(tmp_path) -> None:
         read_log(p)
     with pytest.raises(FormatError, match=r"no kv records in 2 lines \(2 skipped, 0 blank\)"):
         read_log(p, format="kv")
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    ("mix.log", "step=1 loss=0.5 acc=1\nstep=2 loss=[1, 2] acc=1\nstep=3 loss=0.4 acc=1\n"),
+    ("mix.jsonl", '{"step": 1, "loss": 0.5, "acc": 1}\n{"step": 2, "loss": [1, 2], "acc": 1}\n'
+                  '{"step": 3, "loss": 0.4, "acc": 1}\n'),
+])
+def test_a_metric_that_is_a_list_on_one_line_and_a_number_on_others(tmp_path, name, text) -> None:
+    """It used to end in a polars SchemaError traceback; the other shape is left out, with a note."""
+    path = tmp_path / name
+    path.write_text(text)
+    log = read_log(path)
+    assert log.train["loss"].to_list() == [0.5, None, 0.4]
+    assert "loss: 1 value a list where the first were numbers (left out)" in log.notes

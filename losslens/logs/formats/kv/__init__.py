@@ -13,6 +13,7 @@ from losslens.logs.base import (
     LineParser,
     RegexLineParser,
     leading_time,
+    small,
 )
 from losslens.logs.names import NUMBER, STEP_KEYS
 from losslens.logs.sink import Accounting, Sink
@@ -60,9 +61,6 @@ def _is_kv_record(line: str) -> bool:
     return bool(keys & set(STEP_KEYS)) or any("loss" in k for k in keys)
 
 
-SMALL_BYTES = 256 << 10  # below this the per-line parser is faster than polars' per-query cost
-
-
 class KeyValue(Format):
     """--format kv: key=value fields (also 'key = value'), lists as [a, b], a token rate in parentheses;
     a whole file is read vectorised."""
@@ -83,8 +81,7 @@ class KeyValue(Format):
         """Vectorised chunk by chunk (see ``columns``); a small file (the same records either way,
         tests/unit/logs/test_kv_columns.py), a capture's prefixes, or torchrun rank prefixes (whose
         rank is kept), go line by line."""
-        small = src.size is not None and src.size < SMALL_BYTES
-        if strip or small or any(RANK_PREFIX.match(x) for x in head or ()):
+        if strip or small(src) or any(RANK_PREFIX.match(x) for x in head or ()):
             super().read(src, sink, acc, strip, head)
             return
         from losslens.logs.formats.kv import columns

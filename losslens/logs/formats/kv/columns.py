@@ -17,9 +17,9 @@ import numpy as np
 import polars as pl
 
 from losslens.logs.base import TIMESTAMP, Format, LineParser
-from losslens.logs.columnar import add_rows, any_of, lines_of, metric_columns
+from losslens.logs.columnar import account_chunk, add_rows, any_of, line_numbers, lines_of, metric_columns
 from losslens.logs.formats.kv import KV, TOKRATE
-from losslens.logs.sink import Accounting, Sink, feed_line
+from losslens.logs.sink import Accounting, Sink
 from losslens.logs.source import Source, count_lines, decode_lines
 
 SAMPLE_LINES = 500
@@ -166,7 +166,7 @@ def parse_chunk(chunk: bytes, first_lineno: int, tpls: list[Template], sink: Sin
         n = cells.height
         c0, c1 = cells["c0"], cells["c1"]
         blank = c1.is_null() & (c0.is_null() | (c0.str.strip_chars().str.len_bytes() == 0))
-    lineno = pl.Series("line", np.arange(first_lineno, first_lineno + n, dtype=np.int64))
+    lineno = line_numbers(first_lineno, n)
     pending = pl.Series(np.ones(n, dtype=bool))
     n_idle = len(sink.idle_lines)
     if cells is not None:
@@ -178,25 +178,7 @@ def parse_chunk(chunk: bytes, first_lineno: int, tpls: list[Template], sink: Sin
             pending = _read_template(rows, t, lineno, sink, pending)
             if not pending.any():
                 break
-    acc.total += n
-    acc.blank += int(blank.sum())
-    idle = sink.idle_lines[n_idle:]
-    acc.parsed += int((~pending).sum()) - len(idle)
-    rest = pending & ~blank
-    if not idle and not rest.any():
-        return
-    text = lines_of(chunk)
-    for ln in idle:
-        acc.skip("no training metric", ln, text[ln - first_lineno])
-    for ln, line in zip(lineno.filter(rest).to_list(), text.filter(rest).to_list(), strict=True):
-        if "\x00" in line:
-            acc.skip("binary data", ln, line)
-            continue
-        reason = feed_line(parser, ln, line)
-        if reason is None:
-            acc.parsed += 1
-        else:
-            acc.skip(reason, ln, line)
+    account_chunk(chunk, None, lineno, blank, pending, n_idle, sink, acc, parser)
 
 
 def read(src: Source, fmt: Format, sink: Sink, acc: Accounting) -> None:

@@ -1,0 +1,100 @@
+"""The vectorised JSON Lines reader gives exactly what the per-line parser gives."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from polars.testing import assert_frame_equal
+
+from losslens import read_log, synth
+from tests.conftest import FIXTURES, reallog
+from tests.naive import read_per_line
+
+
+@pytest.fixture(autouse=True)
+def columnar_even_when_small(monkeypatch) -> None:
+    """Small files are read line by line in use; here every file takes the vectorised path."""
+    monkeypatch.setattr("losslens.logs.base.SMALL_BYTES", 0)
+
+
+def assert_same(path, format: str = "jsonl") -> None:
+    fast, slow = read_log(path, format=format), read_per_line(path, format)
+    assert fast.lines.as_dict() == slow.lines.as_dict()
+    assert dict(fast.lines.skipped) == dict(slow.lines.skipped)
+    for a, b in ((fast.train, slow.train), (fast.eval, slow.eval)):
+        assert sorted(a.columns) == sorted(b.columns)
+        assert_frame_equal(a.select(sorted(a.columns)), b.select(sorted(a.columns)),
+                           check_dtypes=False)
+    assert fast.segments == slow.segments
+    assert fast.names == slow.names
+
+
+def test_fixture_and_real_llamafactory_log() -> None:
+    assert_same(FIXTURES / "metrics.jsonl")
+    real = reallog("mistral7b-translator-lora-llamafactory-jsonl")
+    assert_same(real)
+    log = read_log(real)
+    assert log.train.height == 866 and log.train["elapsed_s"][0] == 24.0  # "0:00:24"
+
+
+ODD = [
+    "",
+    "  ",
+    '{"step": 5, "loss": NaN, "lr": 1e-4}',  # Python's json reads NaN; polars does not
+    '{"step": 6, "loss": Infinity}',
+    '{"step": 7, "train": {"loss": 1.5, "acc": 0.4}, "eval": {"loss": 1.7}}',  # nested
+    '{"step": 8, "loss": "0.75", "throughput": "1,024", "elapsed": "0:01:05"}',  # text numbers
+    '{"step": 9, "loss": "n/a", "done": false, "note": null}',  # text that is no number
+    '{"step": "10/300", "loss": 1.2, "q": [1, 2, 3], "tags": ["a", "b"]}',  # lists
+    '{"step": 11.0, "loss": 1.1, "train/loss": 1.0}',  # one name, two keys
+    '{"train/loss": 1.05, "step": 12, "loss": 1.3}',  # the other order
+    '{"global_step": 13, "step": 99, "loss": 1.0}',  # the step key order
+    '{"step": 14, "eval_loss": 1.4, "epoch": 0.5}',  # eval only
+    '{"step": 15, "lr": 1e-05}',  # no training metric
+    '{"train_runtime": 100.0, "train_loss": 1.2}',  # a run summary
+    "[1, 2, 3]",  # not an object
+    '{"step": 16, "loss": 1.0',  # cut short
+    "Traceback (most recent call last):",
+    '{"step": 17, "loss": 1e400}',  # overflows to inf
+    '{"step": 18, "loss": 12345678901234567890}',
+    '{"step": 19, "loss": [], "acc": 0.5}',
+    '  {"step": 20, "loss": 0.9}  ',
+    '{"step": 21, "loss": -0.5, "grad_norm": "nan", "ppl": "inf%"}',
+    '{"step": true, "loss": 0.8}',
+]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_generated_with_odd_lines(tmp_path, seed: int) -> None:
+    rng = random.Random(seed)
+    lines = synth.jsonl_lines(3000, seed=seed)
+    for _ in range(150):
+        lines.insert(rng.randrange(len(lines)), rng.choice(ODD))
+    path = tmp_path / "odd.jsonl"
+    path.write_text("\n".join(lines) + ("\n" if seed else ""))
+    assert_same(path)
+
+
+def test_each_odd_line_alone_among_clean_ones(tmp_path) -> None:
+    """Each shape in a chunk of its own (a chunk polars cannot read goes line by line as a whole)."""
+    clean = synth.jsonl_lines(200, seed=4)
+    for i, odd in enumerate(ODD):
+        path = tmp_path / f"odd{i}.jsonl"
+        path.write_text("\n".join(clean[:100] + [odd] + clean[100:]) + "\n")
+        assert_same(path)
+
+
+def test_mixed_number_and_text_values_and_key_orders(tmp_path) -> None:
+    rng = random.Random(7)
+    lines = []
+    for i in range(2000):
+        rec = {"step": i, "loss": rng.choice([round(rng.uniform(0, 3), 4), str(round(rng.uniform(0, 3), 3))]),
+               "lr": rng.choice([1e-4, 2e-4, "3e-4"]), "epoch": i / 1000}
+        keys = list(rec)
+        rng.shuffle(keys)
+        lines.append(json.dumps({k: rec[k] for k in keys}))
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert_same(path)
