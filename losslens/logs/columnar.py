@@ -178,7 +178,8 @@ def any_of(masks: Sequence[pl.Series], n: int) -> pl.Series:
     """Rows any mask flags (all False without masks)."""
     if not masks:
         return pl.Series(values=[False] * n, dtype=pl.Boolean)
-    return pl.DataFrame(list(masks)).select(pl.any_horizontal(pl.all())).to_series()
+    return pl.DataFrame({f"m{i}": m for i, m in enumerate(masks)}).select(
+        pl.any_horizontal(pl.all())).to_series()
 
 
 def lines_of(chunk: bytes) -> pl.Series:
@@ -197,6 +198,7 @@ def lines_of(chunk: bytes) -> pl.Series:
 
 
 def line_numbers(first: int, n: int) -> pl.Series:
+    """The line numbers ``first`` … ``first + n - 1`` as a column."""
     return pl.Series("line", np.arange(first, first + n, dtype=np.int64))
 
 

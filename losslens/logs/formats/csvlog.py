@@ -5,9 +5,10 @@ from __future__ import annotations
 import csv
 import re
 
-from losslens.logs.base import Format, LineParser, RegexLineParser
+from losslens.logs.base import RANK_PREFIX, Format, LineParser, RegexLineParser, small
 from losslens.logs.names import STEP_KEYS, parse_number
-from losslens.logs.sink import Sink
+from losslens.logs.sink import Accounting, Sink
+from losslens.logs.source import Source
 
 # --- CSV -------------------------------------------------------------------------------------
 WANDB_PREFIX = re.compile(r"^.+? - ")
@@ -96,5 +97,17 @@ class Csv(Format):
     def parser(self, sink: Sink) -> LineParser:
         return _CsvParser(sink, ",")
 
-    def parser_for(self, sink: Sink, first_line: str) -> LineParser:
+    def parser_for(self, sink: Sink, first_line: str) -> _CsvParser:
         return _CsvParser(sink, "\t" if first_line.count("\t") > first_line.count(",") else ",")
+
+    def read(self, src: Source, sink: Sink, acc: Accounting, strip: bool = False,
+             head: list[str] | None = None) -> None:
+        """Vectorised chunk by chunk (``csv_columns``); a small file, a capture's prefixes or
+        torchrun rank prefixes go line by line."""
+        first = next((x for x in head or () if x.strip()), None)
+        if first is None or strip or small(src) or any(RANK_PREFIX.match(x) for x in head or ()):
+            super().read(src, sink, acc, strip, head)
+            return
+        from losslens.logs.formats import csv_columns
+
+        csv_columns.read(src, self.parser_for(sink, first.rstrip("\r")), sink, acc)

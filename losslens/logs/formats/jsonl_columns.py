@@ -56,6 +56,7 @@ def _objects(body: pl.Series) -> pl.DataFrame | None:
 
 
 def parse_chunk(chunk: bytes, first_lineno: int, sink: Sink, acc: Accounting, parser: object) -> None:
+    """Parse one chunk (whole lines) into ``sink`` and ``acc``."""
     text = lines_of(chunk)
     n = text.len()
     body = text.str.strip_chars()
