@@ -6,9 +6,10 @@ from pathlib import Path
 
 from losslens.logs.base import read_lines
 from losslens.logs.frame import LogData, assemble
+from losslens.logs.reader import strips
 from losslens.logs.registry import BY_NAME
 from losslens.logs.sink import Accounting, Sink
-from losslens.logs.source import open_source
+from losslens.logs.source import decode_lines, open_source
 
 
 def read_per_line(path: str | Path, format: str) -> LogData:
@@ -16,7 +17,8 @@ def read_per_line(path: str | Path, format: str) -> LogData:
     src = open_source(path)
     try:
         sink, acc = Sink(), Accounting()
-        read_lines(src, BY_NAME[format], sink, acc)
+        fmt = BY_NAME[format]
+        read_lines(src, fmt, sink, acc, strip=strips(fmt, decode_lines(src.head)))
         return assemble(src.name, format, sink, acc)
     finally:
         src.close()

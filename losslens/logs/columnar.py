@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import polars as pl
 
+from losslens.logs.base import PREFIXES
 from losslens.logs.names import (
     MAGNITUDE,
     STEP_KEYS,
@@ -160,6 +161,12 @@ def add_rows(sink: Sink, meta: dict[str, pl.Series], cols: dict[str, pl.Series],
     frame = pl.DataFrame({**meta, **cols})
     if bad is not None:
         frame = frame.filter(~bad)
+    if sink.tags is not None:  # a capture's time and a torchrun rank, by line
+        frame = frame.join(sink.tags, on="line", how="left")
+        if "when" in frame.columns:
+            time = pl.coalesce("time", "when") if "time" in frame.columns else pl.col("when")
+            frame = frame.with_columns(time.alias("time")).drop("when")
+        meta = {**meta, **{c: frame[c] for c in ("time", "rank") if c in frame.columns}}
     flags = frame.select(
         pl.any_horizontal([pl.col(c).is_not_null() for c in train_names if is_training_metric(c)]
                           or [pl.lit(False)]).alias("train"),
@@ -233,3 +240,90 @@ def account_chunk(chunk: bytes, text: pl.Series | None, lineno: pl.Series, blank
             acc.parsed += 1
         else:
             acc.skip(reason, ln, line)
+
+
+# the capture prefixes of ``base.PREFIXES`` whole, as the columnar regex engine writes them
+_WHOLE = [f"^(?<all>{p.pattern.removeprefix('^')})" for p in PREFIXES]
+_RANK = r"^(?<all>\s*\[(?:[A-Za-z_]+)?(?<rank>\d+)\]:\s?)"
+
+
+def _cut_prefixes(text: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """``base.strip_prefixes`` over a column: each line without the prefixes a capture put before
+    it (the first pattern that matches, again, up to four deep, never the whole line), and the
+    text of the first timestamp among them."""
+    rest = text.fill_null("")
+    stamp = pl.Series(values=[None] * len(rest), dtype=pl.String)
+    rows = np.arange(len(rest))  # the rows a prefix was cut from in the last round
+    for _ in range(4):
+        part = rest.gather(rows)
+        frame = pl.DataFrame({"text": part})
+        cut = pl.lit(None, dtype=pl.UInt32)
+        found = pl.lit(None, dtype=pl.String)
+        for pattern, whole in zip(PREFIXES, _WHOLE, strict=True):
+            g = pl.col("text").str.extract_groups(whole)
+            length = g.struct.field("all").str.len_chars()
+            applies = cut.is_null() & (length < pl.col("text").str.len_chars())
+            if pattern.groups:
+                found = pl.when(applies).then(g.struct.field("2")).otherwise(found)
+            cut = pl.when(applies).then(length).otherwise(cut)
+        out = frame.select(cut.alias("cut"), found.alias("found"))
+        done = out["cut"].is_not_null()
+        if not done.any():
+            break
+        at = done.arg_true()
+        rows = rows[at.to_numpy()]
+        rest = rest.scatter(rows, part.gather(at).str.slice(out["cut"].gather(at)))
+        stamp = stamp.scatter(rows, stamp.gather(rows).fill_null(out["found"].gather(at)))
+    return rest, stamp
+
+
+def times(stamp: pl.Series) -> pl.Series:
+    """``base._iso`` over a column: '2024-05-01T10:00:00,123456789' → a datetime (µs)."""
+    head = stamp.str.slice(0, 19)
+    if head.str.contains("T", literal=True).any():
+        head = head.str.replace("T", " ", literal=True)
+    when = head.str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
+    if (stamp.str.len_bytes() > 19).any():  # a fraction of a second, to the microsecond
+        micro = stamp.str.slice(20, 6).str.pad_end(6, "0").cast(pl.Int64, strict=False).fill_null(0)
+        when = pl.select(pl.lit(when) + pl.duration(microseconds=pl.lit(micro))).to_series()
+    return when
+
+
+def cut_prefixes(text: pl.Series, strip: bool) -> tuple[pl.Series, pl.DataFrame | None]:
+    """``base.feed_ranked``'s cutting over a column of lines: without a capture's prefixes (when
+    ``strip``) and a torchrun rank prefix; the rank and the capture's time per line, as a frame
+    (``rank``, ``when``; None when neither is there)."""
+    tags: dict[str, pl.Series] = {}
+    rest = text
+    if strip:
+        rest, stamp = _cut_prefixes(text)
+        if stamp.is_not_null().any():
+            tags["when"] = times(stamp).alias("when")
+    maybe = rest.str.slice(0, 32).str.contains("]:", literal=True).fill_null(False)
+    if maybe.any():
+        g = rest.str.extract_groups(_RANK)
+        rank = pl.select(pl.when(maybe).then(g.struct.field("rank").cast(pl.Int64, strict=False))
+                         ).to_series()
+        if rank.is_not_null().any():
+            cut = pl.select(pl.when(rank.is_not_null()).then(
+                g.struct.field("all").str.len_chars()).otherwise(0)).to_series()
+            rest = pl.select(rest.str.slice(cut)).to_series()
+            tags["rank"] = rank
+    return rest, (pl.DataFrame(tags) if tags else None)
+
+
+def without_prefixes(chunk: bytes, first_lineno: int, strip: bool, sink: Sink
+                     ) -> tuple[bytes, pl.Series | None]:
+    """The chunk as a vectorised reader reads it: its lines without a capture's prefixes (when
+    ``strip``) and torchrun rank prefixes, whose time and rank are set as ``sink.tags`` for the
+    chunk's rows; with the original lines (for the per-line parser) when anything was cut."""
+    sink.tags = None
+    if not strip and b"]:" not in chunk:
+        return chunk, None
+    text = lines_of(chunk)
+    rest, tags = cut_prefixes(text, strip)
+    if tags is None and rest.fill_null("").equals(text.fill_null("")):
+        return chunk, None
+    if tags is not None:
+        sink.tags = tags.with_columns(line_numbers(first_lineno, len(text)))
+    return (rest.fill_null("").str.join("\n").item() + "\n").encode(), text

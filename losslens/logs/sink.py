@@ -88,6 +88,8 @@ class Sink:
     # each metric's shape as first seen (True: a [..] list); values of the other shape are left out
     shapes: dict[str, bool] = field(default_factory=dict)
     mixed: Counter[str] = field(default_factory=Counter)  # how many were left out, by metric
+    # a chunk's per-line tags for the vectorised readers' rows: line, a capture's time ('when'), rank
+    tags: pl.DataFrame | None = None
 
     def _fits(self, name: str, is_list: bool) -> bool:
         """Whether a value of this shape can join ``name``'s column (counted when not)."""

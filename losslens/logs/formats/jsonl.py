@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from losslens.errors import FormatError
-from losslens.logs.base import COMMON_NOISE, RANK_PREFIX, Format, LineParser, RegexLineParser, small
+from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser, small
 from losslens.logs.mappings import emit_mapping, json_errors, load_json
 from losslens.logs.sink import Accounting, Sink
 from losslens.logs.source import Source
@@ -57,14 +57,14 @@ class JsonLines(Format):
 
     def read(self, src: Source, sink: Sink, acc: Accounting, strip: bool = False,
              head: list[str] | None = None) -> None:
-        """Vectorised chunk by chunk (``jsonl_columns``); a small file, a capture's prefixes or
-        torchrun rank prefixes go line by line."""
-        if strip or small(src) or any(RANK_PREFIX.match(x) for x in head or ()):
+        """Vectorised chunk by chunk (``jsonl_columns``: a capture's prefixes and torchrun rank
+        prefixes cut off there too); a small file goes line by line."""
+        if small(src):
             super().read(src, sink, acc, strip, head)
             return
         from losslens.logs.formats import jsonl_columns
 
-        jsonl_columns.read(src, self.parser(sink), sink, acc)
+        jsonl_columns.read(src, self.parser(sink), sink, acc, strip)
 
 
 # --- JSON array of records (W&B run.history() / pandas dumps) ---------------------------------

@@ -10,9 +10,13 @@ first value, json.loads the last); ``json.dumps`` never writes one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import polars as pl
 
+from losslens.logs.base import LineParser, feed_ranked
 from losslens.logs.columnar import (
     account_chunk,
     add_rows,
@@ -20,9 +24,10 @@ from losslens.logs.columnar import (
     line_numbers,
     lines_of,
     metric_columns,
+    without_prefixes,
 )
 from losslens.logs.mappings import SUMMARY_KEYS
-from losslens.logs.sink import MAX_KEYS, Accounting, Sink
+from losslens.logs.sink import MAX_KEYS, Accounting, Sink, feed_line
 from losslens.logs.source import Source
 
 NONFINITE = r"[:\[,]\s*-?(?:NaN|Infinity)\s*[,}\]]"
@@ -55,12 +60,17 @@ def _objects(body: pl.Series) -> pl.DataFrame | None:
     return df if df.height == len(body) else None
 
 
-def parse_chunk(chunk: bytes, first_lineno: int, sink: Sink, acc: Accounting, parser: object) -> None:
-    """Parse one chunk (whole lines) into ``sink`` and ``acc``."""
+def parse_chunk(chunk: bytes, first_lineno: int, sink: Sink, acc: Accounting, parser: object,
+                original: pl.Series | None = None,
+                feed: Callable[[Any, int, str], str | None] = feed_line) -> None:
+    """Parse one chunk (whole lines) into ``sink`` and ``acc``. ``original``: the chunk's lines as
+    the file has them, when ``chunk`` holds them without their prefixes (the lines left to the
+    per-line parser go to ``feed`` as they are in the file)."""
     text = lines_of(chunk)
     n = text.len()
     body = text.str.strip_chars()
-    blank = body.is_null() | (body.str.len_bytes() == 0)
+    as_filed = body if original is None else original.str.strip_chars()
+    blank = as_filed.is_null() | (as_filed.str.len_bytes() == 0)
     lineno = line_numbers(first_lineno, n)
     pending = pl.Series(np.ones(n, dtype=bool))
     n_idle = len(sink.idle_lines)
@@ -90,10 +100,18 @@ def parse_chunk(chunk: bytes, first_lineno: int, sink: Sink, acc: Accounting, pa
             read = np.zeros(n, dtype=bool)
             read[obj.arg_true().to_numpy()] = (~bad).to_numpy()
             pending = ~pl.Series(read)
-    account_chunk(chunk, text, lineno, blank, pending, n_idle, sink, acc, parser)
+    account_chunk(chunk, text if original is None else original, lineno, blank, pending, n_idle,
+                  sink, acc, parser, feed)
 
 
-def read(src: Source, parser: object, sink: Sink, acc: Accounting) -> None:
-    """A JSON Lines log, chunk by chunk."""
+def read(src: Source, parser: LineParser, sink: Sink, acc: Accounting, strip: bool = False) -> None:
+    """A JSON Lines log, chunk by chunk; a capture's prefixes (``strip``) and torchrun rank
+    prefixes cut off first, their time and rank kept."""
+
+    def ranked(p: LineParser, lineno: int, line: str) -> str | None:
+        return feed_ranked(p, sink, lineno, line, strip)
+
     for chunk in src.chunks():
-        parse_chunk(chunk, acc.total + 1, sink, acc, parser)
+        data, original = without_prefixes(chunk, acc.total + 1, strip, sink)
+        parse_chunk(data, acc.total + 1, sink, acc, parser, original, ranked)
+    sink.tags = None

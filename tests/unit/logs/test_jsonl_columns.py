@@ -98,3 +98,14 @@ def test_mixed_number_and_text_values_and_key_orders(tmp_path) -> None:
     path = tmp_path / "mixed.jsonl"
     path.write_text("\n".join(lines) + "\n")
     assert_same(path)
+
+
+@pytest.mark.parametrize("prefix", ["[rank{r}]: ", "2024-05-01T10:00:{s:02d}.5Z ", "> INFO:root:"])
+def test_captured_and_ranked_lines(tmp_path, prefix: str) -> None:
+    rng = random.Random(1)
+    lines = [prefix.format(r=i % 2, s=i % 60) + x for i, x in enumerate(synth.jsonl_lines(2000))]
+    for _ in range(60):
+        lines.insert(rng.randrange(len(lines)), rng.choice(ODD))
+    path = tmp_path / "p.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert_same(path)

@@ -83,7 +83,7 @@ def test_chunk_boundaries_do_not_split_lines(tmp_path, monkeypatch) -> None:
 def test_templates_found() -> None:
     lines = list(synth.dflash_lines(50))
     (t,) = kv_fast.templates(lines)
-    assert t.keys[:3] == ("step", "loss", "acc") and t.rate_cell == 8 and t.time == "bracket"
+    assert t.keys[:3] == ("step", "loss", "acc") and t.rate_cell == 8 and t.lead[0] == " "
     assert t.lists == tuple(k in ("q_pre", "q_hs") for k in t.keys)
 
 
@@ -93,3 +93,38 @@ def test_fast_path_reads_dflash_columns(tmp_path) -> None:
     log = read_log(path)
     assert log.train.schema["q_pre"] == pl.List(pl.Float64)
     assert log.train["tokens_per_s"].is_between(30000, 34000).all()
+
+
+CAPTURES = [
+    lambda i: f"2024-05-01T10:{i // 60 % 60:02d}:{i % 60:02d}.{i:09d}Z ",  # kubectl --timestamps
+    lambda i: f"2024-05-01 10:00:{i % 60:02d},{i % 1000:03d} - INFO - ",  # Python logging
+    lambda i: f"> [2024-05-01 10:00:{i % 60:02d}] INFO:root:",  # quoted in an issue
+    lambda i: f"Dec  1 10:00:{i % 60:02d} node7 train.sh[4242]: ",  # journald
+    lambda i: f"[rank{i % 4}]: ",  # torchrun
+    lambda i: f"[default{i % 2}]: 2024-05-01 10:00:{i % 60:02d} ",  # torchrun --tee, then a time
+]
+
+
+@pytest.mark.parametrize("shape", range(len(CAPTURES)))
+def test_captured_and_ranked_lines_read_vectorised_as_line_by_line(tmp_path, shape: int) -> None:
+    """A capture's prefixes and torchrun rank prefixes are cut off column-wise, their time and
+    rank kept, with odd lines (bare, blank, a prefix alone, noise) among them."""
+    rng = random.Random(shape)
+    prefix = CAPTURES[shape]
+    lines = [prefix(i) + x for i, x in enumerate(synth.dflash_lines(2000, seed=shape))]
+    for _ in range(80):
+        at = rng.randrange(len(lines))
+        lines.insert(at, rng.choice(NOISE + [prefix(at), prefix(at).rstrip(), prefix(at) + " "]))
+    path = tmp_path / "captured.log"
+    path.write_text("\n".join(lines) + "\n")
+    assert_same(path)
+    log = read_log(path)
+    assert log.train.height >= 2000 // (4 if "rank" in prefix(0) else 2 if "default" in prefix(0) else 1)
+
+
+def test_kubectl_timestamps_are_the_records_time(tmp_path) -> None:
+    path = tmp_path / "k.log"
+    path.write_text("".join(f"2024-05-01T10:00:{i:02d}.123456789Z step={i} loss={3 - i / 100} acc=0.5\n"
+                            for i in range(50)))
+    log = read_log(path)
+    assert str(log.train["time"][3]) == "2024-05-01 10:00:03.123456"

@@ -8,7 +8,6 @@ import re
 from losslens.logs.base import (
     ANSI,
     COMMON_NOISE,
-    RANK_PREFIX,
     Format,
     LineParser,
     RegexLineParser,
@@ -78,12 +77,12 @@ class KeyValue(Format):
 
     def read(self, src: Source, sink: Sink, acc: Accounting, strip: bool = False,
              head: list[str] | None = None) -> None:
-        """Vectorised chunk by chunk (see ``columns``); a small file (the same records either way,
-        tests/unit/logs/test_kv_columns.py), a capture's prefixes, or torchrun rank prefixes (whose
-        rank is kept), go line by line."""
-        if strip or small(src) or any(RANK_PREFIX.match(x) for x in head or ()):
+        """Vectorised chunk by chunk (see ``columns``), a capture's prefixes and torchrun rank
+        prefixes cut off there too; a small file goes line by line (the same records either way,
+        tests/unit/logs/test_kv_columns.py)."""
+        if small(src):
             super().read(src, sink, acc, strip, head)
             return
         from losslens.logs.formats.kv import columns
 
-        columns.read(src, self, sink, acc)
+        columns.read(src, self, sink, acc, strip)

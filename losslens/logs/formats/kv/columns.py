@@ -11,15 +11,26 @@ from __future__ import annotations
 
 import io
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import polars as pl
 
-from losslens.logs.base import TIMESTAMP, Format, LineParser
-from losslens.logs.columnar import account_chunk, add_rows, any_of, line_numbers, lines_of, metric_columns
+from losslens.logs.base import TIMESTAMP, Format, LineParser, feed_ranked
+from losslens.logs.columnar import (
+    account_chunk,
+    add_rows,
+    any_of,
+    line_numbers,
+    lines_of,
+    metric_columns,
+    times,
+    without_prefixes,
+)
 from losslens.logs.formats.kv import KV, TOKRATE
-from losslens.logs.sink import Accounting, Sink
+from losslens.logs.sink import Accounting, Sink, feed_line
 from losslens.logs.source import Source, count_lines, decode_lines
 
 SAMPLE_LINES = 500
@@ -37,16 +48,6 @@ class Template:
     # '\x00' + its last character where that text varies (holds numbers)
     lists: tuple[bool, ...]  # the value is a [..] list
     rate_cell: int | None  # the cell holding '(32.1Ktok/s)', if any
-    time: str | None  # 'bracket' ([2026-05-15 21:26:03] ...), 'plain', or None
-
-
-def _time_shape(line: str) -> str | None:
-    m = TIMESTAMP.match(line)
-    if not m:
-        return "other" if line[:1].isdigit() else None
-    if len(m.group(1)) != 19 or m.group(0) not in (m.group(1), f"[{m.group(1)}]"):
-        return "other"
-    return "bracket" if line.startswith("[") else "plain"
 
 
 def templates(sample: list[str]) -> list[Template]:
@@ -57,9 +58,6 @@ def templates(sample: list[str]) -> list[Template]:
         if not pairs or len(pairs) > MAX_TEMPLATE_KEYS or "\x1b" in line or \
                 line.count("=") + line.count("~") != len(pairs):
             continue
-        shape = _time_shape(line)
-        if shape == "other":
-            continue
         cells = line.replace("~", "=").split("=")
         rate = [i for i, c in enumerate(cells) if TOKRATE.search(c)]
         values = [""] + [v for _, _, v in pairs]
@@ -69,7 +67,7 @@ def templates(sample: list[str]) -> list[Template]:
         lead = tuple("\x00" + x[-1:] if any(ch.isdigit() for ch in x) else x for x in lead)
         counts[Template(tuple(k for k, _, _ in pairs), lead,
                         tuple(v.startswith("[") for _, _, v in pairs),
-                        rate[0] if rate else None, shape)] += 1
+                        rate[0] if rate else None)] += 1
     return [t for t, _ in counts.most_common(MAX_TEMPLATES)]
 
 
@@ -119,17 +117,12 @@ def _template_rows(cells: pl.DataFrame, t: Template, rate_only_there: bool) -> p
             fits += [~c[i].str.contains("tok/s", literal=True) for i in range(t.rate_cell)]
     elif not rate_only_there:
         fits += [~c[i].str.contains("tok/s", literal=True) for i in range(m + 1)]
-    if t.time is not None:
-        start = 1 if t.time == "bracket" else 0
-        raws.append(c[0].str.slice(start, 19).str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False)
-                    .alias("time"))
-        fits += [pl.col("time").is_not_null(), ~c[0].str.slice(start + 19, 1).is_in([".", ","])]
-    else:
-        fits.append(~c[0].str.contains(r"^\[?\d{4}-\d\d-\d\d[ T]\d\d:"))
+    # the wall time a line starts with, as the per-line parser reads it (base.leading_time)
+    raws.append(c[0].str.extract(TIMESTAMP.pattern, 1).alias("stamp"))
     out = cells.lazy().select(raws).collect()
     fit = pl.concat([cells, out], how="horizontal").lazy().select(
         pl.all_horizontal(fits).alias("fit")).collect()["fit"].fill_null(False)
-    return out.with_columns(fit)
+    return out.with_columns(fit, times(out["stamp"]).alias("time")).drop("stamp")
 
 
 def _read_template(rows: pl.DataFrame, t: Template, lineno: pl.Series, sink: Sink,
@@ -146,16 +139,17 @@ def _read_template(rows: pl.DataFrame, t: Template, lineno: pl.Series, sink: Sin
             else tok
         sink.names.setdefault("tokens_per_s", "(Ktok/s)")
     bad = any_of([~fit, *unread], rows.height)
-    meta = {"step": step, "line": lineno}
-    if t.time is not None:
-        meta["time"] = rows["time"]
+    meta = {"step": step, "line": lineno, "time": rows["time"]}
     add_rows(sink, meta, cols, bad)
     return pending & bad
 
 
 def parse_chunk(chunk: bytes, first_lineno: int, tpls: list[Template], sink: Sink,
-                acc: Accounting, parser: LineParser) -> None:
-    """Parse one chunk (whole lines) into ``sink`` and ``acc``."""
+                acc: Accounting, parser: LineParser, original: pl.Series | None = None,
+                feed: Callable[[Any, int, str], str | None] = feed_line) -> None:
+    """Parse one chunk (whole lines) into ``sink`` and ``acc``. ``original``: the chunk's lines as
+    the file has them, when ``chunk`` holds them without their prefixes (the lines the templates
+    leave go to ``feed`` as they are in the file)."""
     width = max((len(t.keys) for t in tpls), default=0) + 2
     cells = read_cells(chunk, width) if tpls else None
     if cells is None:
@@ -166,6 +160,8 @@ def parse_chunk(chunk: bytes, first_lineno: int, tpls: list[Template], sink: Sin
         n = cells.height
         c0, c1 = cells["c0"], cells["c1"]
         blank = c1.is_null() & (c0.is_null() | (c0.str.strip_chars().str.len_bytes() == 0))
+    if original is not None:  # a line is blank as the file has it
+        blank = original.is_null() | (original.str.strip_chars().str.len_bytes() == 0)
     lineno = line_numbers(first_lineno, n)
     pending = pl.Series(np.ones(n, dtype=bool))
     n_idle = len(sink.idle_lines)
@@ -178,16 +174,24 @@ def parse_chunk(chunk: bytes, first_lineno: int, tpls: list[Template], sink: Sin
             pending = _read_template(rows, t, lineno, sink, pending)
             if not pending.any():
                 break
-    account_chunk(chunk, None, lineno, blank, pending, n_idle, sink, acc, parser)
+    account_chunk(chunk, original, lineno, blank, pending, n_idle, sink, acc, parser, feed)
 
 
-def read(src: Source, fmt: Format, sink: Sink, acc: Accounting) -> None:
-    """A key=value log, chunk by chunk: the template lines vectorised, odd lines per line."""
+def read(src: Source, fmt: Format, sink: Sink, acc: Accounting, strip: bool = False) -> None:
+    """A key=value log, chunk by chunk: the template lines vectorised, odd lines per line; a
+    capture's prefixes (``strip``) and torchrun rank prefixes cut off first (see
+    ``base.feed_ranked``), their time and rank kept."""
     parser = fmt.parser(sink)
     tpls: list[Template] | None = None
+
+    def ranked(p: LineParser, lineno: int, line: str) -> str | None:
+        return feed_ranked(p, sink, lineno, line, strip)
+
     for chunk in src.chunks():
+        data, original = without_prefixes(chunk, acc.total + 1, strip, sink)
         if tpls is None:
-            sample = decode_lines(chunk[: 1 << 20])[: SAMPLE_LINES]
+            sample = decode_lines(data[: 1 << 20])[: SAMPLE_LINES]
             tpls = templates(sample)
-        parse_chunk(chunk, acc.total + 1, tpls, sink, acc, parser)
+        parse_chunk(data, acc.total + 1, tpls, sink, acc, parser, original, ranked)
+    sink.tags = None
     parser.finish()
