@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import json
 import re
 from typing import Any
 
@@ -59,8 +60,22 @@ PYDICT = re.compile(r"\{'[^{}]*\}")
 BARE_NONFINITE = re.compile(r"(?<=[:,\[])(\s*)([-+]?(?:nan|inf(?:inity)?))(?=\s*[,}\]])", re.IGNORECASE)
 
 
+# a printed dict that JSON reads the same once its quotes are swapped: no other quote or escape,
+# True/False/None only as values (json.loads is ~10x faster than ast.literal_eval)
+JSON_LIKE = re.compile(r"""^\{'[^"\\]*\}$""")
+PY_CONSTANT = re.compile(r"'[^']*'|(?<=: )(True|False|None)(?=[,}])")  # strings whole, then constants
+JSON_CONSTANT = {"True": "true", "False": "false", "None": "null"}
+
+
 def python_dict(text: str) -> object:
     """``ast.literal_eval`` of a printed dict, with bare nan/inf values read as strings."""
+    if JSON_LIKE.match(text):
+        try:
+            swapped = PY_CONSTANT.sub(lambda m: JSON_CONSTANT[m.group(1)] if m.group(1) else m.group(0),
+                                      text).replace("'", '"')
+            return json.loads(swapped, parse_constant=_not_json)
+        except ValueError:
+            pass  # a tuple, a set, 1_000, nan: Python's own reader decides
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
@@ -68,6 +83,11 @@ def python_dict(text: str) -> object:
         if quoted == text:
             raise
         return ast.literal_eval(quoted)
+
+
+def _not_json(name: str) -> object:
+    """json.loads would read NaN/Infinity, which Python never prints: not this path's to read."""
+    raise ValueError(name)
 
 
 TQDM = re.compile(r"(\d+)/(\d+) \[[^\]]*?(?:it/s|s/it)\]")

@@ -329,3 +329,19 @@ def test_a_metric_that_is_a_list_on_one_line_and_a_number_on_others(tmp_path, na
     log = read_log(path)
     assert log.train["loss"].to_list() == [0.5, None, 0.4]
     assert "loss: 1 value a list where the first were numbers (left out)" in log.notes
+
+
+@pytest.mark.parametrize("text", [
+    "{'loss': 2.0592, 'grad_norm': 0.6914, 'learning_rate': 7.17e-05, 'epoch': 0.03}",
+    "{'a': True, 'b': None, 'c': False}", "{'note': 'x: True, y', 'v': 1}", "{'a': (1, 2)}",
+    "{'a': [True, None]}", "{'a': 1_000}", "{'a': [1, 2.5], 'b': {'c': -3}}", "{'a': 1e400}",
+    "{'a': 'é', 'b': 12345678901234567890}", "{'a': {1, 2}}", "{'train_runtime': 10.5, 'x': -0.0}",
+])
+def test_hf_dicts_read_through_json_as_python_reads_them(text: str) -> None:
+    """The JSON shortcut for printed dicts gives what ast.literal_eval gives, types included."""
+    import ast
+
+    from losslens.logs.formats.huggingface import python_dict
+
+    got, want = python_dict(text), ast.literal_eval(text)
+    assert got == want and repr(got) == repr(want)
