@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import polars as pl
 
-from losslens.logs.base import PREFIXES
+from losslens.logs.base import PREFIXES, LineParser, feed_ranked
 from losslens.logs.names import (
     MAGNITUDE,
     STEP_KEYS,
@@ -23,10 +24,11 @@ from losslens.logs.names import (
     canonical,
     is_eval,
     is_training_metric,
+    parse_number,
     parse_value,
 )
 from losslens.logs.sink import Accounting, Sink, feed_line
-from losslens.logs.source import count_lines, decode_lines
+from losslens.logs.source import Source, count_lines, decode_lines
 
 CLOCK = r"^(?:(?<d>\d+) (?i:days?), )?(?<h>\d+):(?<m>\d\d):(?<s>\d\d(?:\.\d+)?)$"
 LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ%/()"
@@ -81,6 +83,22 @@ def _step(raw: pl.Series) -> pl.Series:
     whole = pl.select(pl.when(as_float.is_finite() & (as_float == as_float.floor()))
                       .then(as_float.cast(pl.Int64, strict=False))).to_series()
     return whole if head is None else head.cast(pl.Int64, strict=False).fill_null(whole)
+
+
+def number_column(raw: pl.Series) -> pl.Series:
+    """``names.parse_number`` over a column of text: the columnar parse, and ``parse_number``
+    itself for what that cannot read ('1,024', '5m 3s', ' 0.5 ')."""
+    value = raw.cast(pl.Float64, strict=False)
+    missed = raw.is_not_null() & value.is_null()
+    if missed.any():  # units, clock times
+        where = missed.arg_true()
+        value = value.scatter(where, pl.select(number_expr(pl.lit(raw.gather(where)))).to_series())
+        missed = raw.is_not_null() & value.is_null()
+    if not missed.any():
+        return value
+    where = missed.arg_true()
+    patch = pl.Series([parse_number(t) for t in raw.gather(where).to_list()], dtype=pl.Float64)
+    return value.scatter(where, patch)
 
 
 def _by_parse_value(raw: pl.Series, value: pl.Series, missed: pl.Series
@@ -151,11 +169,12 @@ def metric_columns(sink: Sink, keys: Sequence[str], raws: Sequence[pl.Series],
 
 
 def add_rows(sink: Sink, meta: dict[str, pl.Series], cols: dict[str, pl.Series],
-             bad: pl.Series | None) -> None:
+             bad: pl.Series | None, idle: bool = True) -> None:
     """Rows (``meta``: step, line, time…) split as ``Sink.emit`` splits records: a train frame of
     the rows holding a training metric, an eval frame of those holding an eval metric (with the
     row's epoch); the lines of rows that hold neither go to ``sink.idle_lines``. Rows flagged
-    ``bad`` are left out (the per-line parser reads them)."""
+    ``bad`` are left out (the per-line parser reads them). Without ``idle``, rows that hold
+    no metric are read all the same (a format whose parser takes such lines as its own)."""
     train_names = [c for c in cols if not is_eval(c)]
     eval_names = [c for c in cols if is_eval(c)]
     frame = pl.DataFrame({**meta, **cols})
@@ -178,7 +197,8 @@ def add_rows(sink: Sink, meta: dict[str, pl.Series], cols: dict[str, pl.Series],
         part = frame.filter(flags["eval" if evals else "train"]).select(list(meta) + names)
         # a metric no row here holds is no column (the per-line records would not have it)
         sink.add(part.drop([c for c in names if part[c].null_count() == part.height]), evals=evals)
-    sink.idle_lines.extend(frame.filter(~flags["train"] & ~flags["eval"])["line"].to_list())
+    if idle:
+        sink.idle_lines.extend(frame.filter(~flags["train"] & ~flags["eval"])["line"].to_list())
 
 
 def any_of(masks: Sequence[pl.Series], n: int) -> pl.Series:
@@ -327,3 +347,39 @@ def without_prefixes(chunk: bytes, first_lineno: int, strip: bool, sink: Sink
     if tags is not None:
         sink.tags = tags.with_columns(line_numbers(first_lineno, len(text)))
     return (rest.fill_null("").str.join("\n").item() + "\n").encode(), text
+
+
+Rows = Callable[[pl.Series, pl.Series, Sink], pl.Series]
+
+
+def read_columns(src: Source, parser: LineParser, sink: Sink, acc: Accounting, strip: bool,
+                 rows: Rows) -> None:
+    """A line format chunk by chunk: ``rows(text, lineno, sink)`` reads what it can column-wise
+    (into ``sink``, as ``add_rows`` does) and returns the rows it read; every other line goes to
+    ``parser``, as it stands in the file. A capture's prefixes (``strip``) and torchrun rank
+    prefixes are cut off first, their time and rank kept (see ``without_prefixes``)."""
+
+    def ranked(p: Any, lineno: int, line: str) -> str | None:
+        return feed_ranked(p, sink, lineno, line, strip)
+
+    for chunk in src.chunks():
+        first = acc.total + 1
+        data, original = without_prefixes(chunk, first, strip, sink)
+        text = lines_of(data)
+        as_filed = text if original is None else original
+        blank = as_filed.is_null() | (as_filed.str.strip_chars().str.len_bytes() == 0)
+        lineno = line_numbers(first, len(text))
+        n_idle = len(sink.idle_lines)
+        done = rows(text, lineno, sink)
+        account_chunk(data, as_filed, lineno, blank, ~done, n_idle, sink, acc, parser, ranked)
+    sink.tags = None
+    parser.finish()
+
+
+def matched(text: pl.Series, pattern: str) -> tuple[pl.Series, pl.DataFrame]:
+    """The rows ``pattern`` matches (from their start unless it says otherwise) and its groups
+    on those rows."""
+    groups = text.str.extract_groups(pattern)
+    first = groups.struct.field(groups.struct.fields[0])
+    hit = first.is_not_null() if len(groups.struct.fields) else text.str.contains(pattern)
+    return hit.fill_null(False), groups.filter(hit.fill_null(False)).struct.unnest()

@@ -10,9 +10,11 @@ from losslens.logs.base import (
     LineParser,
     RegexLineParser,
     count_matching,
+    small,
 )
 from losslens.logs.names import parse_number
-from losslens.logs.sink import Sink
+from losslens.logs.sink import Accounting, Sink
+from losslens.logs.source import Source
 
 # --- Megatron / Megatron-DeepSpeed -----------------------------------------------------------
 MEGA_ITER = re.compile(r"^\s*iteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)$")
@@ -82,3 +84,16 @@ class Megatron(Format):
 
     def parser(self, sink: Sink) -> LineParser:
         return _MegatronParser(sink)
+
+
+    def read(self, src: Source, sink: Sink, acc: Accounting, strip: bool = False,
+             head: list[str] | None = None) -> None:
+        """Column-wise chunk by chunk (``line_columns.megatron_rows``), other lines by the per-line
+        parser; a small file all line by line."""
+        if small(src):
+            super().read(src, sink, acc, strip, head)
+            return
+        from losslens.logs.columnar import read_columns
+        from losslens.logs.formats.line_columns import megatron_rows
+
+        read_columns(src, self.parser(sink), sink, acc, strip, megatron_rows)

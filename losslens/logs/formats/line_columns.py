@@ -1,0 +1,85 @@
+"""Column-wise readers for the regex line formats (nanoGPT, Megatron-LM): each chunk's lines that
+the format's own pattern matches are read with polars' regex kernels into the records its
+per-line parser would emit (``logs.columnar.read_columns`` gives the rest of the lines to that
+parser). Tests check both paths give the same frame."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from losslens.logs.columnar import add_rows, matched, number_column
+from losslens.logs.formats.megatron import MEGA_NAMES, MEGA_VALID
+from losslens.logs.formats.nanogpt import NANO_EVAL, NANO_ITER
+from losslens.logs.names import is_eval
+from losslens.logs.sink import Sink
+
+# megatron.MEGA_ITER up to the first '|' (the body, its '(.*)$', is the rest of the line)
+ITER_HEAD = r"^(?<head>\s*iteration\s+(?<step>\d+)\s*/\s*\d+\s*\|)"
+
+
+def _case_blind(pattern: str) -> str:
+    return "(?i)" + pattern
+
+
+def nanogpt_rows(text: pl.Series, lineno: pl.Series, sink: Sink) -> pl.Series:
+    """'iter N: loss X, time Yms, mfu Z%' and 'step N: train loss X, val loss Y' lines."""
+    hit, g = matched(text, _case_blind(NANO_ITER.pattern))
+    if hit.any():
+        mfu = g["4"].cast(pl.Float64)
+        cols = {"loss": number_column(g["2"]), "step_time_s": g["3"].cast(pl.Float64) / 1000,
+                "mfu": pl.select(pl.when(mfu != -100.0).then(mfu)).to_series()}  # -100: unset
+        sink.names.update(loss="loss", step_time_s="time", mfu="mfu")
+        add_rows(sink, {"step": g["1"].cast(pl.Int64), "line": lineno.filter(hit)}, cols, None,
+                 idle=False)
+    rest = ~hit & text.str.contains(_case_blind(NANO_EVAL.pattern)).fill_null(False)
+    if rest.any():
+        _, g = matched(text.filter(rest), _case_blind(NANO_EVAL.pattern))
+        sink.names.update(eval_loss="val loss", eval_train_loss="train loss")
+        add_rows(sink, {"step": g["1"].cast(pl.Int64), "line": lineno.filter(rest)},
+                 {"eval_train_loss": number_column(g["2"]), "eval_loss": number_column(g["3"])},
+                 None, idle=False)
+    return hit | rest
+
+
+def _fields(body: pl.Series, sink: Sink) -> dict[str, pl.Series]:
+    """The 'name: value |' fields of Megatron lines' bodies as metric columns (one row per body):
+    MEGA_NAMES' names, the last of a name on a line kept, as ``_MegatronParser._fields``."""
+    parts = pl.DataFrame({"row": pl.int_range(0, len(body), eager=True), "part": body.str.split("|")}
+                         ).explode("part")
+    # MEGA_FIELD without a regex: the name before the first ':', one word after it
+    cut = parts["part"].str.splitn(":", 2)
+    key = cut.struct.field("field_0").str.strip_chars()
+    word = cut.struct.field("field_1").str.strip_chars()
+    word = pl.select(pl.when((word.str.len_bytes() > 0) & ~word.str.contains(r"\s")).then(word)
+                     ).to_series()
+    name = key.str.to_lowercase().replace_strict(list(MEGA_NAMES), list(MEGA_NAMES.values()),
+                                                 default=None, return_dtype=pl.String)
+    value = number_column(word)
+    fields = pl.DataFrame({"row": parts["row"], "name": name, "key": key, "value": value}).filter(
+        pl.col("name").is_not_null() & pl.col("value").is_not_null())
+    fields = fields.with_columns(pl.when(pl.col("name") == "step_time_s").then(pl.col("value") / 1000)
+                                 .otherwise(pl.col("value")).alias("value"))
+    for name, key in fields.group_by("name", maintain_order=True).agg(pl.col("key").first()).rows():
+        sink.names.setdefault(name, key)
+    rows = pl.DataFrame({"row": pl.int_range(0, len(body), eager=True)})
+    wide = rows.join(fields.pivot(on="name", index="row", values="value", aggregate_function="last"),
+                     on="row", how="left") if fields.height else rows
+    return {c: wide[c] for c in wide.columns if c != "row"}
+
+
+def megatron_rows(text: pl.Series, lineno: pl.Series, sink: Sink) -> pl.Series:
+    """' iteration N/ M | name: value | …' lines and 'validation loss at iteration N | …' ones."""
+    hit, g = matched(text, ITER_HEAD)  # MEGA_ITER, the body taken after the match
+    if hit.any():
+        body = text.filter(hit).str.slice(g["head"].str.len_chars())
+        add_rows(sink, {"step": g["step"].cast(pl.Int64, strict=False), "line": lineno.filter(hit)},
+                 _fields(body, sink), None)
+    valid = MEGA_VALID.pattern
+    rest = ~hit & text.str.contains(valid).fill_null(False)
+    if rest.any():
+        g = text.filter(rest).str.extract_groups(valid).struct.unnest()
+        cols = {(k if is_eval(k) or k == "epoch" else "eval_" + k): v
+                for k, v in _fields(g["2"], sink).items()}
+        add_rows(sink, {"step": g["1"].cast(pl.Int64, strict=False), "line": lineno.filter(rest)},
+                 cols, None)
+    return hit | rest
