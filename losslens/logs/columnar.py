@@ -164,7 +164,9 @@ def metric_columns(sink: Sink, keys: Sequence[str], raws: Sequence[pl.Series],
                 unread.append(pl.select(pl.sum_horizontal(
                     [values[i].is_not_null() for i in idx]) > 1).to_series())
             cols[name] = pl.select(pl.coalesce([values[i] for i in idx])).to_series()
-        sink.names.setdefault(name, keys[idx[0]].strip())
+        held = [i for i in idx if values[i].null_count() < len(values[i])]
+        if held:  # (the per-line parser names a metric when it reads a value of it)
+            sink.names.setdefault(name, keys[held[0]].strip())
     return step, cols, unread
 
 

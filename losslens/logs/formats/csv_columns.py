@@ -14,17 +14,9 @@ import re
 import numpy as np
 import polars as pl
 
-from losslens.logs.columnar import (
-    account_chunk,
-    add_rows,
-    any_of,
-    line_numbers,
-    lines_of,
-    metric_columns,
-)
+from losslens.logs.columnar import Rows, add_rows, any_of, metric_columns
 from losslens.logs.formats.csvlog import _CsvParser
-from losslens.logs.sink import MAX_KEYS, Accounting, Sink
-from losslens.logs.source import Source
+from losslens.logs.sink import MAX_KEYS, Sink
 
 
 def _simple_row(sep: str, width: int) -> str:
@@ -78,40 +70,33 @@ def _read_rows(parser: _CsvParser, df: pl.DataFrame, lineno: pl.Series, sink: Si
     return bad
 
 
-def parse_chunk(chunk: bytes, first_lineno: int, parser: _CsvParser, sink: Sink,
-                acc: Accounting) -> None:
-    """Parse one chunk (whole lines) into ``sink`` and ``acc``; the first line that is not blank
-    is the header."""
-    text = lines_of(chunk)
-    n = text.len()
-    lineno = line_numbers(first_lineno, n)
-    blank = text.is_null() | (text.str.strip_chars().str.len_bytes() == 0)
-    pending = np.ones(n, dtype=bool)
-    n_idle = len(sink.idle_lines)
-    if parser.header is None:  # the header: the first line that is not blank
-        first = int(blank.not_().arg_true()[0]) if not blank.all() else n
-        if first < n:
-            reason = parser.feed(int(lineno[first]), text[first].rstrip("\r"))
-            assert reason is None  # a header line is always understood
-            pending[first] = False
-        start = first + 1
-    else:
+def csv_rows(parser: _CsvParser) -> Rows:
+    """A chunk's rows read column-wise (the first line that is not blank: the header, fed to
+    ``parser``); the rows read."""
+
+    def rows(text: pl.Series, lineno: pl.Series, sink: Sink) -> pl.Series:
+        n = text.len()
+        done = np.zeros(n, dtype=bool)
         start = 0
-    header = parser.header
-    if header is not None and len(header) <= MAX_KEYS and start < n:
+        if parser.header is None:
+            blank = text.is_null() | (text.str.strip_chars().str.len_bytes() == 0)
+            if blank.all():
+                return pl.Series(done)
+            first = int(blank.not_().arg_true()[0])
+            reason = parser.feed(int(lineno[first]), text[first])
+            assert reason is None  # a header line is always understood
+            done[first] = True
+            start = first + 1
+        header = parser.header
+        if header is None or len(header) > MAX_KEYS or start >= n:
+            return pl.Series(done)
         body = text.slice(start)
         simple = (body.str.contains(_simple_row(parser.delimiter, len(header)))
                   & ~body.str.contains("\x00", literal=True)).fill_null(False)
         df = _rows(parser, body.filter(simple)) if simple.any() else None
         if df is not None:
             at = start + simple.arg_true().to_numpy()
-            bad = _read_rows(parser, df, lineno.gather(at), sink)
-            pending[at] = bad.to_numpy()
-    account_chunk(chunk, text, lineno, blank, pl.Series(pending), n_idle, sink, acc,
-                  parser)
+            done[at] = ~_read_rows(parser, df, lineno.gather(at), sink).to_numpy()
+        return pl.Series(done)
 
-
-def read(src: Source, parser: _CsvParser, sink: Sink, acc: Accounting) -> None:
-    """A CSV metrics table, chunk by chunk."""
-    for chunk in src.chunks():
-        parse_chunk(chunk, acc.total + 1, parser, sink, acc)
+    return rows

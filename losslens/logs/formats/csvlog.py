@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import re
 
-from losslens.logs.base import RANK_PREFIX, Format, LineParser, RegexLineParser, small
+from losslens.logs.base import Format, LineParser, RegexLineParser, small
 from losslens.logs.names import STEP_KEYS, parse_number
 from losslens.logs.sink import Accounting, Sink
 from losslens.logs.source import Source
@@ -105,9 +105,11 @@ class Csv(Format):
         """Vectorised chunk by chunk (``csv_columns``); a small file, a capture's prefixes or
         torchrun rank prefixes go line by line."""
         first = next((x for x in head or () if x.strip()), None)
-        if first is None or strip or small(src) or any(RANK_PREFIX.match(x) for x in head or ()):
+        if first is None or small(src):
             super().read(src, sink, acc, strip, head)
             return
-        from losslens.logs.formats import csv_columns
+        from losslens.logs.columnar import read_columns
+        from losslens.logs.formats.csv_columns import csv_rows
 
-        csv_columns.read(src, self.parser_for(sink, first.rstrip("\r")), sink, acc)
+        parser = self.parser_for(sink, first.rstrip("\r"))
+        read_columns(src, parser, sink, acc, strip, csv_rows(parser))

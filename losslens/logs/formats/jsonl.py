@@ -62,9 +62,10 @@ class JsonLines(Format):
         if small(src):
             super().read(src, sink, acc, strip, head)
             return
-        from losslens.logs.formats import jsonl_columns
+        from losslens.logs.columnar import read_columns
+        from losslens.logs.formats.jsonl_columns import jsonl_rows
 
-        jsonl_columns.read(src, self.parser(sink), sink, acc, strip)
+        read_columns(src, self.parser(sink), sink, acc, strip, jsonl_rows)
 
 
 # --- JSON array of records (W&B run.history() / pandas dumps) ---------------------------------

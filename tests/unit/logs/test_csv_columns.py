@@ -76,3 +76,11 @@ def test_tabs_wandb_columns_and_epoch_as_step(tmp_path) -> None:
                                                  for i in range(200)]
     (tmp_path / "k.csv").write_text("\n".join(keras) + "\n")
     assert_same(tmp_path / "k.csv", "csv")
+
+
+@pytest.mark.parametrize("prefix", ["[rank0]: ", "2024-05-01 10:00:00,123 - INFO - "])
+def test_prefixed_rows(tmp_path, prefix: str) -> None:
+    lines = [prefix + "step,loss,lr"] + [f"{prefix}{i},{3 - i / 1000:.4f},1e-4" for i in range(1500)]
+    lines.insert(700, prefix + ODD[6].format(step=700))
+    (tmp_path / "p.csv").write_text("\n".join(lines) + "\n")
+    assert_same(tmp_path / "p.csv", "csv")
