@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from polars.testing import assert_frame_equal
+
+from losslens import read_log
 from losslens.logs.base import read_lines
 from losslens.logs.frame import LogData, assemble
 from losslens.logs.reader import strips
@@ -27,3 +30,17 @@ def read_per_line(path: str | Path, format: str) -> LogData:
 def read_kv_per_line(path: str | Path) -> LogData:
     """The key=value log read line by line (see ``read_per_line``)."""
     return read_per_line(path, "kv")
+
+
+def assert_same_as_per_line(path: str | Path, format: str) -> None:
+    """``read_log`` (its vectorised path where the file takes one) gives what the per-line parser
+    gives: line accounting, skip reasons, both frames (column order aside), segments, names."""
+    fast, slow = read_log(path, format=format), read_per_line(path, format)
+    assert fast.lines.as_dict() == slow.lines.as_dict()
+    assert dict(fast.lines.skipped) == dict(slow.lines.skipped)
+    for a, b in ((fast.train, slow.train), (fast.eval, slow.eval)):
+        assert sorted(a.columns) == sorted(b.columns)
+        assert_frame_equal(a.select(sorted(a.columns)), b.select(sorted(a.columns)),
+                           check_dtypes=False)
+    assert fast.segments == slow.segments
+    assert fast.names == slow.names

@@ -105,6 +105,9 @@ class Format:
     # specific format reads at least a quarter as many sample lines
     generic: bool = False
     keeps_records: bool = False  # its parser revisits records it emitted (never compacted)
+    # a column-wise reader for large files: 'module:function' under logs/formats, a
+    # ``columnar.Rows`` (see ``columnar.read_columns``); the parser reads the lines it leaves
+    rows: str = ""
 
     def sniff(self, lines: list[str]) -> int:
         """How many of these sample lines (non-blank, from the head) this format reads."""
@@ -124,6 +127,15 @@ class Format:
         prefixes, see ``feed_ranked``), or as one document for a whole-file format. A format with
         a faster path overrides this (``head``: the file's first lines, as sniffed)."""
         if not self.whole_file:
+            if self.rows and not small(src):
+                from importlib import import_module
+
+                from losslens.logs.columnar import read_columns
+
+                module, function = self.rows.split(":")
+                rows = getattr(import_module(f"losslens.logs.formats.{module}"), function)
+                read_columns(src, self.parser(sink), sink, acc, strip, rows)
+                return
             read_lines(src, self, sink, acc, strip)
             return
         data = src.read_all()

@@ -9,10 +9,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from losslens.errors import FormatError
-from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser, small
+from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser
 from losslens.logs.mappings import emit_mapping, json_errors, load_json
 from losslens.logs.sink import Accounting, Sink
-from losslens.logs.source import Source
 
 
 class _JsonlParser(RegexLineParser):
@@ -37,6 +36,7 @@ class _JsonlParser(RegexLineParser):
 class JsonLines(Format):
     """--format jsonl: one JSON object per line."""
     name = "jsonl"
+    rows = "jsonl_columns:jsonl_rows"  # column-wise for large files
     title = ("JSON Lines metrics, any key naming (LLaMA-Factory trainer_log.jsonl, ms-swift "
              "logging.jsonl, train/loss, NaN/Infinity literals)")
     example = '{"current_steps": 10, "total_steps": 8660, "loss": 2.4977, "learning_rate": 5.77e-07}'
@@ -55,17 +55,6 @@ class JsonLines(Format):
     def parser(self, sink: Sink) -> LineParser:
         return _JsonlParser(sink)
 
-    def read(self, src: Source, sink: Sink, acc: Accounting, strip: bool = False,
-             head: list[str] | None = None) -> None:
-        """Vectorised chunk by chunk (``jsonl_columns``: a capture's prefixes and torchrun rank
-        prefixes cut off there too); a small file goes line by line."""
-        if small(src):
-            super().read(src, sink, acc, strip, head)
-            return
-        from losslens.logs.columnar import read_columns
-        from losslens.logs.formats.jsonl_columns import jsonl_rows
-
-        read_columns(src, self.parser(sink), sink, acc, strip, jsonl_rows)
 
 
 # --- JSON array of records (W&B run.history() / pandas dumps) ---------------------------------

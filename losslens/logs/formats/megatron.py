@@ -10,11 +10,9 @@ from losslens.logs.base import (
     LineParser,
     RegexLineParser,
     count_matching,
-    small,
 )
 from losslens.logs.names import parse_number
-from losslens.logs.sink import Accounting, Sink
-from losslens.logs.source import Source
+from losslens.logs.sink import Sink
 
 # --- Megatron / Megatron-DeepSpeed -----------------------------------------------------------
 MEGA_ITER = re.compile(r"^\s*iteration\s+(\d+)\s*/\s*(\d+)\s*\|(.*)$")
@@ -74,6 +72,7 @@ class _MegatronParser(RegexLineParser):
 class Megatron(Format):
     """--format megatron: ' iteration N/ M | lm loss: X | ...' and validation lines."""
     name = "megatron"
+    rows = "line_columns:megatron_rows"  # column-wise for large files
     title = "Megatron-LM / Megatron-DeepSpeed console ( iteration N/ M | ... | lm loss: X | ...)"
     example = (" iteration    29050/  311541 | consumed samples:     10728784 | elapsed time per "
                "iteration (ms): 22148.5 | learning rate: 9.849E-05 | lm loss: 7.343709E+00 | "
@@ -85,15 +84,3 @@ class Megatron(Format):
     def parser(self, sink: Sink) -> LineParser:
         return _MegatronParser(sink)
 
-
-    def read(self, src: Source, sink: Sink, acc: Accounting, strip: bool = False,
-             head: list[str] | None = None) -> None:
-        """Column-wise chunk by chunk (``line_columns.megatron_rows``), other lines by the per-line
-        parser; a small file all line by line."""
-        if small(src):
-            super().read(src, sink, acc, strip, head)
-            return
-        from losslens.logs.columnar import read_columns
-        from losslens.logs.formats.line_columns import megatron_rows
-
-        read_columns(src, self.parser(sink), sink, acc, strip, megatron_rows)

@@ -10,11 +10,9 @@ from losslens.logs.base import (
     LineParser,
     RegexLineParser,
     count_matching,
-    small,
 )
 from losslens.logs.names import NUMBER, NUMERIC, parse_number
-from losslens.logs.sink import Accounting, Sink
-from losslens.logs.source import Source
+from losslens.logs.sink import Sink
 
 # --- nanoGPT ---------------------------------------------------------------------------------
 NANO_ITER = re.compile(
@@ -49,6 +47,7 @@ class _NanoParser(RegexLineParser):
 class NanoGPT(Format):
     """--format nanogpt: 'iter N: loss X, time Yms' and 'step N: train loss X, val loss Y'."""
     name = "nanogpt"
+    rows = "line_columns:nanogpt_rows"  # column-wise for large files
     title = "nanoGPT train.py stdout"
     example = "iter 425: loss nan, time 1431.27ms, mfu 0.01%"
 
@@ -58,17 +57,6 @@ class NanoGPT(Format):
     def parser(self, sink: Sink) -> LineParser:
         return _NanoParser(sink)
 
-    def read(self, src: Source, sink: Sink, acc: Accounting, strip: bool = False,
-             head: list[str] | None = None) -> None:
-        """Column-wise chunk by chunk (``line_columns.nanogpt_rows``), other lines by the per-line
-        parser; a small file all line by line."""
-        if small(src):
-            super().read(src, sink, acc, strip, head)
-            return
-        from losslens.logs.columnar import read_columns
-        from losslens.logs.formats.line_columns import nanogpt_rows
-
-        read_columns(src, self.parser(sink), sink, acc, strip, nanogpt_rows)
 
 
 # --- modded-nanogpt and llm.c ----------------------------------------------------------------

@@ -6,29 +6,16 @@ import json
 import random
 
 import pytest
-from polars.testing import assert_frame_equal
 
 from losslens import read_log, synth
 from tests.conftest import FIXTURES, reallog
-from tests.naive import read_per_line
+from tests.naive import assert_same_as_per_line
 
-
-@pytest.fixture(autouse=True)
-def columnar_even_when_small(monkeypatch) -> None:
-    """Small files are read line by line in use; here every file takes the vectorised path."""
-    monkeypatch.setattr("losslens.logs.base.SMALL_BYTES", 0)
+pytestmark = pytest.mark.usefixtures("columnar")
 
 
 def assert_same(path, format: str = "jsonl") -> None:
-    fast, slow = read_log(path, format=format), read_per_line(path, format)
-    assert fast.lines.as_dict() == slow.lines.as_dict()
-    assert dict(fast.lines.skipped) == dict(slow.lines.skipped)
-    for a, b in ((fast.train, slow.train), (fast.eval, slow.eval)):
-        assert sorted(a.columns) == sorted(b.columns)
-        assert_frame_equal(a.select(sorted(a.columns)), b.select(sorted(a.columns)),
-                           check_dtypes=False)
-    assert fast.segments == slow.segments
-    assert fast.names == slow.names
+    assert_same_as_per_line(path, format)
 
 
 def test_fixture_and_real_llamafactory_log() -> None:

@@ -6,30 +6,17 @@ import random
 
 import polars as pl
 import pytest
-from polars.testing import assert_frame_equal
 
 from losslens import read_log, synth
 from losslens.logs.formats.kv import columns as kv_fast
 from tests.conftest import FIXTURES
-from tests.naive import read_kv_per_line
+from tests.naive import assert_same_as_per_line
 
-
-@pytest.fixture(autouse=True)
-def columnar_even_when_small(monkeypatch) -> None:
-    """Small files are read line by line in use (faster there); here every file takes the
-    vectorised path that is being checked."""
-    monkeypatch.setattr("losslens.logs.base.SMALL_BYTES", 0)
+pytestmark = pytest.mark.usefixtures("columnar")
 
 
 def assert_same(path) -> None:
-    fast, slow = read_log(path, format="kv"), read_kv_per_line(path)
-    assert fast.lines.as_dict() == slow.lines.as_dict()
-    assert dict(fast.lines.skipped) == dict(slow.lines.skipped)
-    for a, b in ((fast.train, slow.train), (fast.eval, slow.eval)):
-        assert sorted(a.columns) == sorted(b.columns)
-        assert_frame_equal(a.select(sorted(a.columns)), b.select(sorted(a.columns)),
-                           check_dtypes=False)
-    assert fast.segments == slow.segments
+    assert_same_as_per_line(path, "kv")
 
 
 @pytest.mark.parametrize("name", ["seed004_dflash.log", "drafter_restart.log"])

@@ -8,13 +8,9 @@ import pytest
 
 from losslens import read_log, synth
 from tests.conftest import FIXTURES, reallog
-from tests.unit.logs.test_jsonl_columns import assert_same
+from tests.naive import assert_same_as_per_line as assert_same
 
-
-@pytest.fixture(autouse=True)
-def columnar_even_when_small(monkeypatch) -> None:
-    """Small files are read line by line in use; here every file takes the column-wise path."""
-    monkeypatch.setattr("losslens.logs.base.SMALL_BYTES", 0)
+pytestmark = pytest.mark.usefixtures("columnar")
 
 
 @pytest.mark.parametrize(("path", "format"), [

@@ -345,3 +345,13 @@ def test_hf_dicts_read_through_json_as_python_reads_them(text: str) -> None:
 
     got, want = python_dict(text), ast.literal_eval(text)
     assert got == want and repr(got) == repr(want)
+
+
+def test_every_column_wise_reader_named_by_a_format_exists() -> None:
+    from importlib import import_module
+
+    named = [f for f in FORMATS if f.rows]
+    assert {f.name for f in named} >= {"jsonl", "megatron", "nanogpt"}
+    for f in named:
+        module, function = f.rows.split(":")
+        assert callable(getattr(import_module(f"losslens.logs.formats.{module}"), function))
