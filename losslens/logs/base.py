@@ -127,14 +127,15 @@ class Format:
         prefixes, see ``feed_ranked``), or as one document for a whole-file format. A format with
         a faster path overrides this (``head``: the file's first lines, as sniffed)."""
         if not self.whole_file:
-            if self.rows and not small(src):
+            first = next((x.rstrip("\r") for x in head or () if x.strip()), None)
+            if self.rows and first is not None and not small(src):
                 from importlib import import_module
 
                 from losslens.logs.columnar import read_columns
 
                 module, function = self.rows.split(":")
                 rows = getattr(import_module(f"losslens.logs.formats.{module}"), function)
-                read_columns(src, self.parser(sink), sink, acc, strip, rows)
+                read_columns(src, self.parser_for(sink, first), sink, acc, strip, rows)
                 return
             read_lines(src, self, sink, acc, strip)
             return

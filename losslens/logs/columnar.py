@@ -171,12 +171,13 @@ def metric_columns(sink: Sink, keys: Sequence[str], raws: Sequence[pl.Series],
 
 
 def add_rows(sink: Sink, meta: dict[str, pl.Series], cols: dict[str, pl.Series],
-             bad: pl.Series | None, idle: bool = True) -> None:
+             bad: pl.Series | None, idle: bool = True) -> pl.Series:
     """Rows (``meta``: step, line, time…) split as ``Sink.emit`` splits records: a train frame of
     the rows holding a training metric, an eval frame of those holding an eval metric (with the
     row's epoch); the lines of rows that hold neither go to ``sink.idle_lines``. Rows flagged
     ``bad`` are left out (the per-line parser reads them). Without ``idle``, rows that hold
-    no metric are read all the same (a format whose parser takes such lines as its own)."""
+    no metric are read all the same (a format whose parser takes such lines as its own).
+    Returns the steps of the train records made."""
     train_names = [c for c in cols if not is_eval(c)]
     eval_names = [c for c in cols if is_eval(c)]
     frame = pl.DataFrame({**meta, **cols})
@@ -201,6 +202,7 @@ def add_rows(sink: Sink, meta: dict[str, pl.Series], cols: dict[str, pl.Series],
         sink.add(part.drop([c for c in names if part[c].null_count() == part.height]), evals=evals)
     if idle:
         sink.idle_lines.extend(frame.filter(~flags["train"] & ~flags["eval"])["line"].to_list())
+    return frame.filter(flags["train"])["step"]
 
 
 def any_of(masks: Sequence[pl.Series], n: int) -> pl.Series:
@@ -351,14 +353,15 @@ def without_prefixes(chunk: bytes, first_lineno: int, strip: bool, sink: Sink
     return (rest.fill_null("").str.join("\n").item() + "\n").encode(), text
 
 
-Rows = Callable[[pl.Series, pl.Series, Sink], pl.Series]
+Rows = Callable[[pl.Series, pl.Series, Sink, Any], pl.Series]  # (text, lineno, sink, parser)
 
 
 def read_columns(src: Source, parser: LineParser, sink: Sink, acc: Accounting, strip: bool,
                  rows: Rows) -> None:
-    """A line format chunk by chunk: ``rows(text, lineno, sink)`` reads what it can column-wise
-    (into ``sink``, as ``add_rows`` does) and returns the rows it read; every other line goes to
-    ``parser``, as it stands in the file. A capture's prefixes (``strip``) and torchrun rank
+    """A line format chunk by chunk: ``rows(text, lineno, sink, parser)`` reads what it can
+    column-wise (into ``sink``, as ``add_rows`` does; ``parser`` for state it shares with the
+    per-line path) and returns the rows it read; every other line goes to ``parser``, as it
+    stands in the file. A capture's prefixes (``strip``) and torchrun rank
     prefixes are cut off first, their time and rank kept (see ``without_prefixes``)."""
 
     def ranked(p: Any, lineno: int, line: str) -> str | None:
@@ -372,7 +375,7 @@ def read_columns(src: Source, parser: LineParser, sink: Sink, acc: Accounting, s
         blank = as_filed.is_null() | (as_filed.str.strip_chars().str.len_bytes() == 0)
         lineno = line_numbers(first, len(text))
         n_idle = len(sink.idle_lines)
-        done = rows(text, lineno, sink)
+        done = rows(text, lineno, sink, parser)
         account_chunk(data, as_filed, lineno, blank, ~done, n_idle, sink, acc, parser, ranked)
     sink.tags = None
     parser.finish()

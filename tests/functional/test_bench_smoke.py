@@ -44,3 +44,22 @@ def test_fleet_scan_benchmark_runs_small() -> None:
     resumed = re.search(r"SIGTERM at 40 %: exit 143, (\d+) logs kept; .*: (\d+) read and analysed, (\d+) "
                         r"unchanged", out)
     assert resumed and resumed.group(1) == resumed.group(3)  # what was kept is not read again
+
+
+@pytest.mark.slow
+def test_line_readers_benchmark_runs_small() -> None:
+    script = ROOT / "bench" / "line_readers.py"
+    proc = subprocess.run([sys.executable, str(script), "--lines", "3000"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    rows = [x.split()[0] for x in proc.stdout.splitlines()[2:]]
+    assert rows == ["jsonl", "csv", "hf", "megatron", "nanogpt", "colon", "kv-kubectl", "kv-ranks"]
+
+
+@pytest.mark.slow
+def test_parse_speed_benchmark_runs_small() -> None:
+    script = ROOT / "bench" / "parse_speed.py"
+    proc = subprocess.run([sys.executable, str(script), "--lines", "5000", "--repeat", "1"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "plain re loop" in proc.stdout and "same-columns loop" in proc.stdout

@@ -14,7 +14,7 @@ import re
 import numpy as np
 import polars as pl
 
-from losslens.logs.columnar import Rows, add_rows, any_of, metric_columns
+from losslens.logs.columnar import add_rows, any_of, metric_columns
 from losslens.logs.formats.csvlog import _CsvParser
 from losslens.logs.sink import MAX_KEYS, Sink
 
@@ -70,33 +70,30 @@ def _read_rows(parser: _CsvParser, df: pl.DataFrame, lineno: pl.Series, sink: Si
     return bad
 
 
-def csv_rows(parser: _CsvParser) -> Rows:
+def csv_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: _CsvParser) -> pl.Series:
     """A chunk's rows read column-wise (the first line that is not blank: the header, fed to
     ``parser``); the rows read."""
-
-    def rows(text: pl.Series, lineno: pl.Series, sink: Sink) -> pl.Series:
-        n = text.len()
-        done = np.zeros(n, dtype=bool)
-        start = 0
-        if parser.header is None:
-            blank = text.is_null() | (text.str.strip_chars().str.len_bytes() == 0)
-            if blank.all():
-                return pl.Series(done)
-            first = int(blank.not_().arg_true()[0])
-            reason = parser.feed(int(lineno[first]), text[first])
-            assert reason is None  # a header line is always understood
-            done[first] = True
-            start = first + 1
-        header = parser.header
-        if header is None or len(header) > MAX_KEYS or start >= n:
+    n = text.len()
+    done = np.zeros(n, dtype=bool)
+    start = 0
+    if parser.header is None:
+        blank = text.is_null() | (text.str.strip_chars().str.len_bytes() == 0)
+        if blank.all():
             return pl.Series(done)
-        body = text.slice(start)
-        simple = (body.str.contains(_simple_row(parser.delimiter, len(header)))
-                  & ~body.str.contains("\x00", literal=True)).fill_null(False)
-        df = _rows(parser, body.filter(simple)) if simple.any() else None
-        if df is not None:
-            at = start + simple.arg_true().to_numpy()
-            done[at] = ~_read_rows(parser, df, lineno.gather(at), sink).to_numpy()
+        first = int(blank.not_().arg_true()[0])
+        reason = parser.feed(int(lineno[first]), text[first])
+        assert reason is None  # a header line is always understood
+        done[first] = True
+        start = first + 1
+    header = parser.header
+    if header is None or len(header) > MAX_KEYS or start >= n:
         return pl.Series(done)
+    body = text.slice(start)
+    simple = (body.str.contains(_simple_row(parser.delimiter, len(header)))
+              & ~body.str.contains("\x00", literal=True)).fill_null(False)
+    df = _rows(parser, body.filter(simple)) if simple.any() else None
+    if df is not None:
+        at = start + simple.arg_true().to_numpy()
+        done[at] = ~_read_rows(parser, df, lineno.gather(at), sink).to_numpy()
+    return pl.Series(done)
 
-    return rows

@@ -5,10 +5,9 @@ from __future__ import annotations
 import csv
 import re
 
-from losslens.logs.base import Format, LineParser, RegexLineParser, small
+from losslens.logs.base import Format, LineParser, RegexLineParser
 from losslens.logs.names import STEP_KEYS, parse_number
-from losslens.logs.sink import Accounting, Sink
-from losslens.logs.source import Source
+from losslens.logs.sink import Sink
 
 # --- CSV -------------------------------------------------------------------------------------
 WANDB_PREFIX = re.compile(r"^.+? - ")
@@ -88,6 +87,7 @@ def _csv_header(lines: list[str]) -> str | None:
 class Csv(Format):
     """--format csv: a header row and one row per logged step."""
     name = "csv"
+    rows = "csv_columns:csv_rows"  # column-wise for large files
     title = "CSV with a header (W&B export, Lightning metrics.csv with sparse rows, Keras CSVLogger)"
     example = "epoch,accuracy,learning_rate,loss,val_accuracy,val_loss"
 
@@ -99,17 +99,3 @@ class Csv(Format):
 
     def parser_for(self, sink: Sink, first_line: str) -> _CsvParser:
         return _CsvParser(sink, "\t" if first_line.count("\t") > first_line.count(",") else ",")
-
-    def read(self, src: Source, sink: Sink, acc: Accounting, strip: bool = False,
-             head: list[str] | None = None) -> None:
-        """Vectorised chunk by chunk (``csv_columns``); a small file, a capture's prefixes or
-        torchrun rank prefixes go line by line."""
-        first = next((x for x in head or () if x.strip()), None)
-        if first is None or small(src):
-            super().read(src, sink, acc, strip, head)
-            return
-        from losslens.logs.columnar import read_columns
-        from losslens.logs.formats.csv_columns import csv_rows
-
-        parser = self.parser_for(sink, first.rstrip("\r"))
-        read_columns(src, parser, sink, acc, strip, csv_rows(parser))

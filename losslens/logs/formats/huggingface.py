@@ -106,6 +106,7 @@ class _HFParser(RegexLineParser):
         self.train: list[dict[str, Any]] = []
         self.evals: list[dict[str, Any]] = []
         self.own_steps = False
+        self.stepless = False  # dicts read column-wise (jsonl_columns.hf_rows) with no step
 
     def _track_bar(self, text: str) -> None:
         for m in TQDM.finditer(text):
@@ -149,7 +150,8 @@ class _HFParser(RegexLineParser):
 
     def finish(self) -> None:
         steps = [r["step"] for r in self.train]
-        if self.own_steps or None in steps or all(b > a for a, b in zip(steps, steps[1:], strict=False)):
+        if self.own_steps or self.stepless or None in steps or \
+                all(b > a for a, b in zip(steps, steps[1:], strict=False)):
             return  # (steps the dicts print themselves are kept: a step going back is a restart)
         # buffered output: records logged every `interval` steps, the last near the bar's end
         last = max(max(s for s in steps if s is not None), self.bar_step or 0)
@@ -168,6 +170,7 @@ class _HFParser(RegexLineParser):
 class HFStdout(Format):
     """--format hf: the Trainer's printed dicts ({'loss': ..., 'epoch': ...}) among progress bars."""
     name = "hf"
+    rows = "jsonl_columns:hf_rows"  # column-wise for large files, until a progress bar shows
     keeps_records = True  # finish() may rebuild the steps of buffered output
     title = ("Hugging Face Trainer / TRL / ms-swift stdout: {'loss': ...} dicts (string values "
              "too) among tqdm redraws")

@@ -10,6 +10,8 @@ first value, json.loads the last); ``json.dumps`` never writes one.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import polars as pl
 
@@ -19,6 +21,7 @@ from losslens.logs.columnar import (
     metric_columns,
 )
 from losslens.logs.mappings import SUMMARY_KEYS
+from losslens.logs.names import is_eval
 from losslens.logs.sink import MAX_KEYS, Sink
 
 NONFINITE = r"[:\[,]\s*-?(?:NaN|Infinity)\s*[,}\]]"
@@ -51,16 +54,16 @@ def _objects(body: pl.Series) -> pl.DataFrame | None:
     return df if df.height == len(body) else None
 
 
-def jsonl_rows(text: pl.Series, lineno: pl.Series, sink: Sink) -> pl.Series:
-    """The object lines of a chunk read column-wise into ``sink``; the rows read."""
-    n = text.len()
-    body = text.str.strip_chars()
-    read = np.zeros(n, dtype=bool)
-    obj = (body.str.starts_with("{") & body.str.ends_with("}") & ~body.str.contains(NONFINITE)
-           & ~body.str.contains(SUMMARY) & ~body.str.contains("\x00", literal=True)).fill_null(False)
-    df = _objects(body.filter(obj)) if obj.any() else None
+def read_objects(body: pl.Series, lineno: pl.Series, sink: Sink, evals: bool = True
+                 ) -> tuple[np.ndarray, pl.Series]:
+    """JSON object lines (``body``) read column-wise into ``sink`` as ``emit_mapping`` reads each;
+    the rows read, and the steps of the train records made. Without ``evals``, rows holding an
+    eval metric are left to the per-line parser too."""
+    read = np.zeros(len(body), dtype=bool)
+    nothing = pl.Series("step", [], dtype=pl.Int64)
+    df = _objects(body) if len(body) else None
     if df is None:
-        return pl.Series(read)
+        return read, nothing
     keys, raws = _leaves(df)
     unread: list[pl.Series] = []
     kept_keys, kept = [], []
@@ -77,9 +80,49 @@ def jsonl_rows(text: pl.Series, lineno: pl.Series, sink: Sink) -> pl.Series:
         kept_keys.append(key)
         kept.append(raw)
     if len(df.columns) > MAX_KEYS or len(kept) > MAX_KEYS:
-        return pl.Series(read)
+        return read, nothing
     step, cols, more = metric_columns(sink, kept_keys, kept, ordered=False, exact=True)
+    if not evals:
+        more += [v.is_not_null() for k, v in cols.items() if is_eval(k)]
     bad = any_of(unread + more, df.height)
-    add_rows(sink, {"step": step, "line": lineno.filter(obj)}, cols, bad)
-    read[obj.arg_true().to_numpy()] = (~bad).to_numpy()
+    steps = add_rows(sink, {"step": step, "line": lineno}, cols, bad)
+    read[:] = (~bad).to_numpy()
+    return read, steps
+
+
+def jsonl_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = None) -> pl.Series:
+    """The object lines of a chunk read column-wise into ``sink``; the rows read."""
+    body = text.str.strip_chars()
+    read = np.zeros(text.len(), dtype=bool)
+    obj = (body.str.starts_with("{") & body.str.ends_with("}") & ~body.str.contains(NONFINITE)
+           & ~body.str.contains(SUMMARY) & ~body.str.contains("\x00", literal=True)).fill_null(False)
+    if obj.any():
+        read[obj.arg_true().to_numpy()] = read_objects(body.filter(obj), lineno.filter(obj), sink)[0]
+    return pl.Series(read)
+
+
+# a dict Python printed that JSON reads the same once its quotes are swapped: string keys, values
+# that are numbers, strings with no quote or backslash, or lists of numbers
+_NUM = r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
+_STR = r"'[^'\"\\]*'"
+_VALUE = rf"(?:{_NUM}|{_STR}|\[(?:{_NUM}(?:, {_NUM})*)?\])"
+HF_FLAT = rf"^\{{{_STR}: {_VALUE}(?:, {_STR}: {_VALUE})*\}}$"
+HF_SUMMARY = "|".join(f"'{k}'" for k in SUMMARY_KEYS)
+BAR = r"\d+/\d+ \[[^\]]*?(?:it/s|s/it)\]"  # huggingface.TQDM
+
+
+def hf_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: Any) -> pl.Series:
+    """The Trainer's printed dicts read column-wise while no progress bar has been seen (a bar's
+    count is the step of the dicts after it: from the first bar on, the per-line parser reads);
+    the parser learns whether the dicts carried their own steps (see ``_HFParser.finish``)."""
+    read = np.zeros(text.len(), dtype=bool)
+    if parser.bars or text.str.contains(BAR).any():
+        return pl.Series(read)
+    flat = (text.str.contains(HF_FLAT) & ~text.str.contains(HF_SUMMARY)).fill_null(False)
+    if flat.any():
+        body = text.filter(flat).str.replace_all("'", '"', literal=True)
+        done, steps = read_objects(body, lineno.filter(flat), sink, evals=False)
+        read[flat.arg_true().to_numpy()] = done
+        parser.own_steps |= bool(steps.is_not_null().any())
+        parser.stepless |= bool(steps.is_null().any())
     return pl.Series(read)

@@ -21,7 +21,7 @@ def _case_blind(pattern: str) -> str:
     return "(?i)" + pattern
 
 
-def nanogpt_rows(text: pl.Series, lineno: pl.Series, sink: Sink) -> pl.Series:
+def nanogpt_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = None) -> pl.Series:
     """'iter N: loss X, time Yms, mfu Z%' and 'step N: train loss X, val loss Y' lines."""
     hit, g = matched(text, _case_blind(NANO_ITER.pattern))
     if hit.any():
@@ -67,7 +67,7 @@ def _fields(body: pl.Series, sink: Sink) -> dict[str, pl.Series]:
     return {c: wide[c] for c in wide.columns if c != "row"}
 
 
-def megatron_rows(text: pl.Series, lineno: pl.Series, sink: Sink) -> pl.Series:
+def megatron_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = None) -> pl.Series:
     """' iteration N/ M | name: value | …' lines and 'validation loss at iteration N | …' ones."""
     hit, g = matched(text, ITER_HEAD)  # MEGA_ITER, the body taken after the match
     if hit.any():
