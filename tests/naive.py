@@ -41,6 +41,6 @@ def assert_same_as_per_line(path: str | Path, format: str) -> None:
     for a, b in ((fast.train, slow.train), (fast.eval, slow.eval)):
         assert sorted(a.columns) == sorted(b.columns)
         assert_frame_equal(a.select(sorted(a.columns)), b.select(sorted(a.columns)),
-                           check_dtypes=False)
+                           check_dtypes=False, check_exact=True)
     assert fast.segments == slow.segments
     assert fast.names == slow.names

@@ -129,13 +129,9 @@ class Format:
         if not self.whole_file:
             first = next((x.rstrip("\r") for x in head or () if x.strip()), None)
             if self.rows and first is not None and not small(src):
-                from importlib import import_module
+                from losslens.logs.columnar import read_columns, rows_of
 
-                from losslens.logs.columnar import read_columns
-
-                module, function = self.rows.split(":")
-                rows = getattr(import_module(f"losslens.logs.formats.{module}"), function)
-                read_columns(src, self.parser_for(sink, first), sink, acc, strip, rows)
+                read_columns(src, self.parser_for(sink, first), sink, acc, strip, rows_of(self))
                 return
             read_lines(src, self, sink, acc, strip)
             return

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Sequence
+from importlib import import_module
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from losslens.logs.base import PREFIXES, LineParser, feed_ranked
+from losslens.logs.base import PREFIXES, Format, LineParser, feed_ranked
 from losslens.logs.names import (
     MAGNITUDE,
     STEP_KEYS,
@@ -356,29 +357,40 @@ def without_prefixes(chunk: bytes, first_lineno: int, strip: bool, sink: Sink
 Rows = Callable[[pl.Series, pl.Series, Sink, Any], pl.Series]  # (text, lineno, sink, parser)
 
 
+def rows_of(fmt: Format) -> Rows:
+    """The column-wise reader ``fmt.rows`` names ('module:function' under logs/formats)."""
+    module, function = fmt.rows.split(":")
+    return getattr(import_module(f"losslens.logs.formats.{module}"), function)  # type: ignore[no-any-return]
+
+
 def read_columns(src: Source, parser: LineParser, sink: Sink, acc: Accounting, strip: bool,
                  rows: Rows) -> None:
-    """A line format chunk by chunk: ``rows(text, lineno, sink, parser)`` reads what it can
-    column-wise (into ``sink``, as ``add_rows`` does; ``parser`` for state it shares with the
-    per-line path) and returns the rows it read; every other line goes to ``parser``, as it
-    stands in the file. A capture's prefixes (``strip``) and torchrun rank
+    """A line format chunk by chunk (see ``read_chunk``), then the parser's ``finish``."""
+    for chunk in src.chunks():
+        read_chunk(chunk, acc.total + 1, sink, acc, parser, strip, rows)
+    parser.finish()
+
+
+def read_chunk(chunk: bytes, first: int, sink: Sink, acc: Accounting, parser: LineParser,
+               strip: bool, rows: Rows) -> None:
+    """One chunk of whole lines, the first numbered ``first``: ``rows(text, lineno, sink,
+    parser)`` reads what it can column-wise (into ``sink``, as ``add_rows`` does; ``parser`` for
+    state it shares with the per-line path) and returns the rows it read; every other line goes
+    to ``parser``, as it stands in the file. A capture's prefixes (``strip``) and torchrun rank
     prefixes are cut off first, their time and rank kept (see ``without_prefixes``)."""
 
     def ranked(p: Any, lineno: int, line: str) -> str | None:
         return feed_ranked(p, sink, lineno, line, strip)
 
-    for chunk in src.chunks():
-        first = acc.total + 1
-        data, original = without_prefixes(chunk, first, strip, sink)
-        text = lines_of(data)
-        as_filed = text if original is None else original
-        blank = as_filed.is_null() | (as_filed.str.strip_chars().str.len_bytes() == 0)
-        lineno = line_numbers(first, len(text))
-        n_idle = len(sink.idle_lines)
-        done = rows(text, lineno, sink, parser)
-        account_chunk(data, as_filed, lineno, blank, ~done, n_idle, sink, acc, parser, ranked)
+    data, original = without_prefixes(chunk, first, strip, sink)
+    text = lines_of(data)
+    as_filed = text if original is None else original
+    blank = as_filed.is_null() | (as_filed.str.strip_chars().str.len_bytes() == 0)
+    lineno = line_numbers(first, len(text))
+    n_idle = len(sink.idle_lines)
+    done = rows(text, lineno, sink, parser)
+    account_chunk(data, as_filed, lineno, blank, ~done, n_idle, sink, acc, parser, ranked)
     sink.tags = None
-    parser.finish()
 
 
 def matched(text: pl.Series, pattern: str) -> tuple[pl.Series, pl.DataFrame]:

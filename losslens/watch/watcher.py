@@ -21,7 +21,8 @@ from losslens.analysis import analyze
 from losslens.errors import LossLensError
 from losslens.findings import Finding, Report, Severity
 from losslens.logs import BY_NAME, sniff
-from losslens.logs.base import RANK_PREFIX, Format, LineParser, feed_ranked
+from losslens.logs.base import Format, LineParser, feed_ranked
+from losslens.logs.columnar import read_chunk, rows_of
 from losslens.logs.formats.kv import columns
 from losslens.logs.frame import assemble
 from losslens.logs.names import canonical
@@ -181,8 +182,8 @@ class Watcher:
             self.feed(lines[i])
             i += 1
         rest = lines[i:] if i else lines
-        if len(rest) >= FAST_BATCH and self.format is not None and self.format.name == "kv" \
-                and not self.strip and not any(RANK_PREFIX.match(x) for x in rest[:64]):
+        if len(rest) >= FAST_BATCH and self.format is not None and \
+                (self.format.name == "kv" or self.format.rows):
             self._parse_fast(rest)
             return
         for line in rest:
@@ -192,10 +193,14 @@ class Watcher:
         assert self.parser is not None
         sink = self.sink
         chunk = "\n".join(lines).replace("\r", "").encode("utf-8", errors="replace") + b"\n"
-        if self.templates is None:
-            self.templates = columns.templates(lines[:columns.SAMPLE_LINES])
-        columns.parse_chunk(chunk, self.acc.total + 1, self.templates, sink, self.acc, self.parser)
-        del sink.idle_lines[:]  # accounted by parse_chunk
+        assert self.format is not None
+        if self.format.name == "kv":
+            self.templates = columns.read_chunk(chunk, self.acc.total + 1, self.templates, sink,
+                                                self.acc, self.parser, self.strip)
+        else:
+            read_chunk(chunk, self.acc.total + 1, sink, self.acc, self.parser, self.strip,
+                       rows_of(self.format))
+        del sink.idle_lines[:]  # accounted by read_chunk
         train, n_train = self._rows(sink.frames, sink.train)
         evals, _ = self._rows(sink.eval_frames, sink.eval)
         del sink.frames[:], sink.eval_frames[:], sink.train[:], sink.eval[:]

@@ -17,6 +17,14 @@ from losslens.logs.sink import Sink
 ITER_HEAD = r"^(?<head>\s*iteration\s+(?<step>\d+)\s*/\s*\d+\s*\|)"
 
 
+def _per_thousand(ms: pl.Series) -> pl.Series:
+    """ms / 1000 exactly as Python divides: polars multiplies by the reciprocal (18079.4 / 1000
+    would be 18.079400000000003, not 18.0794)."""
+    seconds = pl.Series(ms.name, ms.to_numpy() / 1000.0, dtype=pl.Float64)
+    return seconds if not ms.null_count() else pl.select(
+        pl.when(pl.lit(ms).is_not_null()).then(pl.lit(seconds))).to_series()
+
+
 def _case_blind(pattern: str) -> str:
     return "(?i)" + pattern
 
@@ -26,7 +34,7 @@ def nanogpt_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object 
     hit, g = matched(text, _case_blind(NANO_ITER.pattern))
     if hit.any():
         mfu = g["4"].cast(pl.Float64)
-        cols = {"loss": number_column(g["2"]), "step_time_s": g["3"].cast(pl.Float64) / 1000,
+        cols = {"loss": number_column(g["2"]), "step_time_s": _per_thousand(g["3"].cast(pl.Float64)),
                 "mfu": pl.select(pl.when(mfu != -100.0).then(mfu)).to_series()}  # -100: unset
         sink.names.update(loss="loss", step_time_s="time", mfu="mfu")
         add_rows(sink, {"step": g["1"].cast(pl.Int64), "line": lineno.filter(hit)}, cols, None,
@@ -57,8 +65,10 @@ def _fields(body: pl.Series, sink: Sink) -> dict[str, pl.Series]:
     value = number_column(word)
     fields = pl.DataFrame({"row": parts["row"], "name": name, "key": key, "value": value}).filter(
         pl.col("name").is_not_null() & pl.col("value").is_not_null())
-    fields = fields.with_columns(pl.when(pl.col("name") == "step_time_s").then(pl.col("value") / 1000)
-                                 .otherwise(pl.col("value")).alias("value"))
+    ms = (fields["name"] == "step_time_s").to_numpy()
+    seconds = fields["value"].to_numpy().copy()  # (no nulls here)
+    seconds[ms] = seconds[ms] / 1000.0
+    fields = fields.with_columns(pl.Series("value", seconds))
     for name, key in fields.group_by("name", maintain_order=True).agg(pl.col("key").first()).rows():
         sink.names.setdefault(name, key)
     rows = pl.DataFrame({"row": pl.int_range(0, len(body), eager=True)})

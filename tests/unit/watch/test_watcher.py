@@ -8,6 +8,8 @@ import queue
 import threading
 from pathlib import Path
 
+import pytest
+
 from losslens import synth
 from losslens.config import load
 from losslens.watch import Follower, Watcher
@@ -265,3 +267,37 @@ def test_a_large_batch_of_kv_lines_reads_vectorised_and_the_same(monkeypatch) ->
     assert [f.as_dict() for f in one.report.findings] == [f.as_dict() for f in many.report.findings]
     assert [(e.event, e.finding.kind) for e in a] == [(e.event, e.finding.kind) for e in b] == \
         [("appeared", "nonfinite")]
+
+
+@pytest.mark.parametrize(("name", "make"), [
+    ("jsonl", lambda: synth.jsonl_lines(1500, seed=2)),
+    ("megatron", lambda: synth.megatron_lines(1500, seed=2)),
+    ("nanogpt", lambda: synth.nanogpt_lines(3000, every=2, seed=2)),
+    ("kv-ranked", lambda: [f"[rank{i % 2}]: {x}" for i, x in enumerate(synth.dflash_lines(1500))]),
+])
+def test_a_large_batch_of_any_column_wise_format_reads_the_same(monkeypatch, name, make) -> None:
+    """A backlog in a format with a column-wise reader (and key=value lines behind rank prefixes)
+    goes through it: the same window, accounting and NaN memory as line by line."""
+    s = load(None, cwd=Path("/"))
+    lines = list(make())
+    lines[700] = lines[700].replace("loss", "loss_x", 1)  # an odd line among them
+    lines[900:900] = ["", "Traceback (most recent call last):"]
+    one, many = (Watcher("x", None, s.registry(), frozenset(), window=400) for _ in range(2))
+    for line in lines:
+        one.feed(line)
+    calls = []
+    monkeypatch.setattr(Watcher, "_parse_fast", lambda self, b, f=Watcher._parse_fast: (
+        calls.append(len(b)), f(self, b))[1])
+    many.feed_batch(lines[:40])
+    many.feed_batch(lines[40:])
+    assert calls == [len(lines) - 40]
+    for w in (one, many):
+        w.finish_input()
+    assert many.acc.as_dict() == one.acc.as_dict()
+    assert dict(many.acc.skipped) == dict(one.acc.skipped)
+    assert str(many.nonfinite) == str(one.nonfinite)
+
+    def rows(w: Watcher) -> list[dict]:
+        return [{k: v for k, v in r.items() if v is not None} for r in w.train]
+
+    assert len(many.train) == 400 and rows(many) == rows(one)

@@ -178,20 +178,27 @@ def parse_chunk(chunk: bytes, first_lineno: int, tpls: list[Template], sink: Sin
 
 
 def read(src: Source, fmt: Format, sink: Sink, acc: Accounting, strip: bool = False) -> None:
-    """A key=value log, chunk by chunk: the template lines vectorised, odd lines per line; a
-    capture's prefixes (``strip``) and torchrun rank prefixes cut off first (see
-    ``base.feed_ranked``), their time and rank kept."""
+    """A key=value log, chunk by chunk (see ``read_chunk``)."""
     parser = fmt.parser(sink)
     tpls: list[Template] | None = None
+    for chunk in src.chunks():
+        tpls = read_chunk(chunk, acc.total + 1, tpls, sink, acc, parser, strip)
+    parser.finish()
+
+
+def read_chunk(chunk: bytes, first: int, tpls: list[Template] | None, sink: Sink, acc: Accounting,
+               parser: LineParser, strip: bool) -> list[Template]:
+    """One chunk of whole lines: the template lines vectorised, odd lines per line; a capture's
+    prefixes (``strip``) and torchrun rank prefixes cut off first (see ``base.feed_ranked``),
+    their time and rank kept. The templates (found in this chunk when ``tpls`` is None) are
+    returned for the next chunk."""
 
     def ranked(p: LineParser, lineno: int, line: str) -> str | None:
         return feed_ranked(p, sink, lineno, line, strip)
 
-    for chunk in src.chunks():
-        data, original = without_prefixes(chunk, acc.total + 1, strip, sink)
-        if tpls is None:
-            sample = decode_lines(data[: 1 << 20])[: SAMPLE_LINES]
-            tpls = templates(sample)
-        parse_chunk(data, acc.total + 1, tpls, sink, acc, parser, original, ranked)
+    data, original = without_prefixes(chunk, first, strip, sink)
+    if tpls is None:
+        tpls = templates(decode_lines(data[: 1 << 20])[: SAMPLE_LINES])
+    parse_chunk(data, first, tpls, sink, acc, parser, original, ranked)
     sink.tags = None
-    parser.finish()
+    return tpls
