@@ -4,8 +4,10 @@ poll), copy-truncated, truncated and rewritten larger, or written in pieces that
 
 For each scenario: the lines written; the lines `watch` accounted for (its JSON summary) and
 its notes (a possible loss it could not rule out); the NaN alert's latency (the NaN line written
-→ its JSON event read); the watcher's peak RSS. The baseline in the same run is `tail -F` on the
-same file into `wc -l`: what the classic follower delivers under the same faults.
+→ its JSON event read); the watcher's peak RSS; how far behind the writer it finished (its last
+output after the last write, less the 4 s this script waits to be sure it is quiet). The
+baseline in the same run is `tail -F` on the same file into `wc -l`: what the classic follower
+delivers under the same faults.
 
     python bench/watch_faults.py [--lines 20000] [--rates 5000,20000,50000] [--burst-lines 200000]
 """
@@ -155,7 +157,8 @@ def scenario(fault: str, n: int, rate: float) -> dict:
     return {"fault": fault or "append", "rate": rate, "written": written,
             "seen": summary.get("lines", {}).get("total"), "notes": summary.get("notes", []),
             "nan_latency_s": round(alert - nan_time[0], 2) if alert and nan_time else None,
-            "peak_rss_mb": round(peak[0]), "tail_F": tail_lines, "settle_s": round(behind_s, 1)}
+            "peak_rss_mb": round(peak[0]), "tail_F": tail_lines, "settle_s": round(behind_s, 1),
+            "achieved": round(written / write_s)}
 
 
 def main() -> None:
@@ -171,12 +174,15 @@ def main() -> None:
         rows.append(scenario(fault, args.lines, rates[0]))
     for rate in rates[1:]:
         rows.append(scenario("", args.burst_lines, rate))
-    print(f"{'fault':14} {'lines/s':>8} {'written':>8} {'watch':>8} {'tail -F':>8} {'NaN alert':>10} "
-          f"{'RSS MiB':>8}  notes")
+    print(f"{'fault':14} {'lines/s':>8} {'achieved':>8} {'written':>8} {'watch':>8} {'tail -F':>8} "
+          f"{'NaN alert':>10} "
+          f"{'RSS MiB':>8} {'behind':>7}  notes")
     for r in rows:
         lat = f"{r['nan_latency_s']:.2f} s" if r["nan_latency_s"] is not None else "never"
-        print(f"{r['fault']:14} {r['rate']:8.0f} {r['written']:8} {r['seen'] or 0:8} {r['tail_F']:8} "
-              f"{lat:>10} {r['peak_rss_mb']:8}  {'; '.join(r['notes'])[:90]}")
+        print(f"{r['fault']:14} {r['rate']:8.0f} {r['achieved']:8} {r['written']:8} {r['seen'] or 0:8} "
+              f"{r['tail_F']:8} "
+              f"{lat:>10} {r['peak_rss_mb']:8} {max(0.0, r['settle_s'] - 4.0):6.1f}s  "
+              f"{'; '.join(r['notes'])[:90]}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 

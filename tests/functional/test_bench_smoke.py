@@ -63,3 +63,12 @@ def test_parse_speed_benchmark_runs_small() -> None:
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert "plain re loop" in proc.stdout and "same-columns loop" in proc.stdout
+
+
+@pytest.mark.slow
+def test_detector_growth_benchmark_runs_small() -> None:
+    script = ROOT / "bench" / "detector_growth.py"
+    proc = subprocess.run([sys.executable, str(script), "--sizes", "5000,50000"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "spike" in proc.stdout and "growth exponent" in proc.stdout and "B a record" in proc.stdout
