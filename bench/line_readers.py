@@ -30,6 +30,7 @@ from losslens import read_log  # noqa: E402
 
 KV_PAIR = re.compile(r"([A-Za-z_][\w/.\-]*)=([^\s|,;\[\]()]+)")
 COLON_PAIR = re.compile(r"(\w[\w ]*?): ([-+\d.eE]+)")
+MODDED_PAIR = re.compile(r"(\w+):([-+\d.eE]+)")
 NANO = re.compile(r"^iter (\d+): loss (\S+), time (\S+)ms")
 
 
@@ -57,6 +58,9 @@ def _lines(name: str, n: int) -> list[str]:
     if name == "nanogpt":
         return [f"iter {i}: loss {_loss(i, rng):.4f}, time {1431 + rng.gauss(0, 5):.2f}ms, mfu 0.01%"
                 for i in range(n)]
+    if name == "modded-nanogpt":
+        return [f"step:{i}/{n} train_loss:{_loss(i, rng):.4f} train_time:{i * 391}ms "
+                f"step_avg:{391 + rng.gauss(0, 2):.2f}ms" for i in range(n)]
     if name == "colon":
         return [f"2025-03-02 10:00:00,000 - INFO - Step {i}/{n} | loss: {3 - i / n:.4f} | lr: "
                 f"1.00e-04 | grad norm: 0.812 | tokens/s: 31,{i % 1000:03d}" for i in range(n)]
@@ -145,6 +149,7 @@ BASELINES: dict[str, tuple[str, Callable[[Path], object], Callable[[Path], objec
     "hf": ("ast.literal_eval per dict line", _hf_loop, None),
     "megatron": ("re.findall 'name: value'", _pairs_loop(COLON_PAIR), None),
     "nanogpt": ("re.match per line", _nano_loop, None),
+    "modded-nanogpt": ("re.findall 'name:value'", _pairs_loop(MODDED_PAIR), None),
     "colon": ("re.findall 'name: value'", _pairs_loop(COLON_PAIR), None),
     "kv-kubectl": ("re.findall 'key=value'", _pairs_loop(KV_PAIR), None),
     "kv-ranks": ("re.findall 'key=value'", _pairs_loop(KV_PAIR), None),
@@ -160,7 +165,7 @@ def main() -> None:
     names = [x for x in args.only.split(",") if x] or list(BASELINES)
     OUT.mkdir(exist_ok=True)
     print(f"{args.lines:,} lines each; best of {args.repeat}; lines/s in thousands")
-    print(f"{'format':11s} {'read_log':>9s} {'k lines/s':>9s} {'plain loop':>10s} {'ratio':>6s}"
+    print(f"{'format':14s} {'read_log':>9s} {'k lines/s':>9s} {'plain loop':>10s} {'ratio':>6s}"
           f"  {'polars':>7s}  baseline")
     for name in names:
         path = OUT / f"lines_{name}_{args.lines}.log"
@@ -172,7 +177,7 @@ def main() -> None:
         ours = best_of(lambda p=path: read_log(p), args.repeat)
         base = best_of(lambda p=path, f=plain: f(p), args.repeat)
         ref = f"{best_of(lambda p=path, f=compiled: f(p), args.repeat):6.2f}s" if compiled else "      -"
-        print(f"{name:11s} {ours:8.2f}s {args.lines / ours / 1e3:9.0f} {base:9.2f}s "
+        print(f"{name:14s} {ours:8.2f}s {args.lines / ours / 1e3:9.0f} {base:9.2f}s "
               f"{ours / base:6.2f}  {ref}  {what}")
 
 

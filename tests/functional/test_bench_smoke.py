@@ -53,7 +53,8 @@ def test_line_readers_benchmark_runs_small() -> None:
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     rows = [x.split()[0] for x in proc.stdout.splitlines()[2:]]
-    assert rows == ["jsonl", "csv", "hf", "megatron", "nanogpt", "colon", "kv-kubectl", "kv-ranks"]
+    assert rows == ["jsonl", "csv", "hf", "megatron", "nanogpt", "modded-nanogpt", "colon",
+                    "kv-kubectl", "kv-ranks"]
 
 
 @pytest.mark.slow

@@ -9,7 +9,7 @@ import polars as pl
 
 from losslens.logs.columnar import add_rows, matched, number_column
 from losslens.logs.formats.megatron import MEGA_NAMES, MEGA_VALID
-from losslens.logs.formats.nanogpt import NANO_EVAL, NANO_ITER
+from losslens.logs.formats.nanogpt import LLMC, LLMC_NEW, MODDED, MODDED_PAIR, NANO_EVAL, NANO_ITER
 from losslens.logs.names import is_eval
 from losslens.logs.sink import Sink
 
@@ -69,9 +69,15 @@ def _fields(body: pl.Series, sink: Sink) -> dict[str, pl.Series]:
     seconds = fields["value"].to_numpy().copy()  # (no nulls here)
     seconds[ms] = seconds[ms] / 1000.0
     fields = fields.with_columns(pl.Series("value", seconds))
+    return _wide(fields, len(body), sink)
+
+
+def _wide(fields: pl.DataFrame, n: int, sink: Sink) -> dict[str, pl.Series]:
+    """(row, name, key, value) fields as one column per name over ``n`` rows, the last of a name
+    on a row kept; each name's first key named in ``sink``, as the per-line parsers name them."""
     for name, key in fields.group_by("name", maintain_order=True).agg(pl.col("key").first()).rows():
         sink.names.setdefault(name, key)
-    rows = pl.DataFrame({"row": pl.int_range(0, len(body), eager=True)})
+    rows = pl.DataFrame({"row": pl.int_range(0, n, eager=True)})
     wide = rows.join(fields.pivot(on="name", index="row", values="value", aggregate_function="last"),
                      on="row", how="left") if fields.height else rows
     return {c: wide[c] for c in wide.columns if c != "row"}
@@ -93,3 +99,50 @@ def megatron_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object
         add_rows(sink, {"step": g["1"].cast(pl.Int64, strict=False), "line": lineno.filter(rest)},
                  cols, None)
     return hit | rest
+
+
+MODDED_NAMES = {"train_loss": "loss", "val_loss": "eval_loss", "train_time": "train_time_s",
+                "step_avg": "step_avg_s"}
+
+
+def modded_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = None) -> pl.Series:
+    """modded-nanogpt's 'step:N/T name:value …' lines and llm.c's 's:N trl:X' and
+    'step N/T | loss X | norm X | lr X | …' ones (each line stripped, as the parser strips it)."""
+    line = text.str.strip_chars()
+    hit = line.str.contains(MODDED.pattern).fill_null(False)
+    if hit.any():
+        body = line.filter(hit)
+        parts = pl.DataFrame({"row": pl.int_range(0, len(body), eager=True),
+                              "pair": body.str.replace(r"^step:\d+/\d+ ", "")  # MODDED's group 3
+                              .str.extract_all(MODDED_PAIR.pattern)}).explode("pair")
+        cut = parts["pair"].str.splitn(":", 2)
+        key = cut.struct.field("field_0")
+        name = key.replace_strict(list(MODDED_NAMES), list(MODDED_NAMES.values()), default=key)
+        fields = pl.DataFrame({"row": parts["row"], "name": name, "key": key,
+                               "value": number_column(cut.struct.field("field_1"))}).filter(
+            pl.col("key").is_not_null() & pl.col("value").is_not_null())
+        step = body.str.extract(r"^step:(\d+)/", 1).cast(pl.Int64, strict=False)
+        add_rows(sink, {"step": step, "line": lineno.filter(hit)}, _wide(fields, len(body), sink), None)
+    done = hit
+    old = ~done & line.str.contains(LLMC.pattern).fill_null(False)
+    if old.any():
+        _, g = matched(line.filter(old), LLMC.pattern)
+        value = number_column(g["3"])
+        cols = {}
+        for tag, metric in (("trl", "loss"), ("tel", "eval_loss")):
+            cols[metric] = pl.select(pl.when(pl.lit(g["2"]) == tag).then(pl.lit(value))).to_series()
+            if (g["2"] == tag).any():
+                sink.names.setdefault(metric, tag)
+        add_rows(sink, {"step": g["1"].cast(pl.Int64, strict=False), "line": lineno.filter(old)},
+                 cols, None, idle=False)
+        done = done | old
+    new = ~done & line.str.contains(LLMC_NEW.pattern).fill_null(False)
+    if new.any():
+        _, g = matched(line.filter(new), LLMC_NEW.pattern)
+        cols = {"loss": number_column(g["3"]), "grad_norm": number_column(g["4"]),
+                "lr": g["5"].cast(pl.Float64), "step_time_s": _per_thousand(g["6"].cast(pl.Float64)),
+                "tokens_per_s": g["8"].cast(pl.Float64)}
+        add_rows(sink, {"step": g["1"].cast(pl.Int64, strict=False), "line": lineno.filter(new)},
+                 cols, None, idle=False)
+        done = done | new
+    return done

@@ -116,6 +116,7 @@ class _ModdedParser(RegexLineParser):
 class ModdedNanoGPT(Format):
     """--format modded-nanogpt: 'step:N/T train_loss:X ...' and llm.c's 's:N trl:X' lines."""
     name = "modded-nanogpt"
+    rows = "line_columns:modded_rows"  # column-wise for large files
     title = "modded-nanogpt / llm.c main.log (step:N/T train_loss:X, s:N trl:X)"
     example = "step:14257/19073 train_loss:6.2790 train_time:5586124ms step_avg:391.87ms"
 

@@ -70,3 +70,30 @@ def test_ranked_and_timestamped_megatron(tmp_path, prefix: str) -> None:
     path = tmp_path / "p.log"
     path.write_text("\n".join(lines) + "\n")
     assert_same(path, "megatron")
+
+
+@pytest.mark.parametrize("name", ["modded-nanogpt-2024-11-14-run-932bbe0e", "llmc-old-format-adamw-baseline",
+                                  "text-diffusion-lm-modded-nanogpt-fork"])
+def test_real_modded_nanogpt_and_llmc_logs(name: str) -> None:
+    assert_same(reallog(name), "modded-nanogpt")
+
+
+MODDED_ODD = [
+    "", "step:7/100 train_loss:nan train_time:3ms step_avg:nanms", "step:8/100 val_loss:3.5 train_time:9ms",
+    "step:9/100 train_loss:3.5 train_loss:3.6 lr:1e-3", "step:10/100 note:x", "s:11 trl:4.25",
+    "s:12 tel:inf", "  s:13 trl:4.0  ", "step 14/100 | loss 3.9 | norm 1.2 | lr 3.0e-04 | 512.25 ms | "
+    "41.2% bf16 MFU | 123456 tok/s", "step 15/100 | train loss nan | norm nan | lr 3e-4",
+    "Traceback (most recent call last):", "step:16/100 train_loss:3.4 train_time:1,250ms",
+]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_modded_nanogpt_with_odd_lines(tmp_path, seed: int) -> None:
+    rng = random.Random(seed)
+    lines = [f"step:{i}/5000 train_loss:{4 - i / 2000 + rng.gauss(0, .02):.4f} train_time:{i * 391}ms "
+             f"step_avg:{391 + rng.gauss(0, 2):.2f}ms" for i in range(5000)]
+    for _ in range(100):
+        lines.insert(rng.randrange(len(lines)), rng.choice(MODDED_ODD))
+    path = tmp_path / "modded.log"
+    path.write_text("\n".join(lines) + "\n")
+    assert_same(path, "modded-nanogpt")
