@@ -27,6 +27,7 @@ from losslens.logs.names import (
     is_training_metric,
     parse_number,
     parse_value,
+    unreserved,
 )
 from losslens.logs.sink import Accounting, Sink, feed_line
 from losslens.logs.source import Source, count_lines, decode_lines
@@ -60,7 +61,8 @@ def numbers(raw: pl.Series) -> tuple[pl.Series, pl.Series | None]:
     value = inner.str.split(", ").cast(pl.List(pl.Float64), strict=False)
     n_empty = int(empty.sum())
     if value.list.explode().null_count() > n_empty + value.null_count():
-        value = (inner.str.replace_all(" ", "", literal=True).str.split(",")
+        # as names.parse_list: split at ',' and each part stripped ('[4 4, 5]' is no list)
+        value = (inner.str.split(",").list.eval(pl.element().str.strip_chars())
                  .cast(pl.List(pl.Float64), strict=False))
     if n_empty:
         value = pl.select(pl.when(empty).then(pl.lit([], dtype=pl.List(pl.Float64)))
@@ -130,7 +132,10 @@ def metric_columns(sink: Sink, keys: Sequence[str], raws: Sequence[pl.Series],
                       key=lambda i: STEP_KEYS.index(keys[i].strip().lower()))
     step = pl.repeat(None, n, dtype=pl.Int64, eager=True)
     for i in step_idx:
-        step = step.fill_null(_step(raws[i]))
+        read = _step(raws[i])
+        # a step the columns cannot read ("'460", '+5', '1_000'): the per-line parser decides
+        unread.append(raws[i].is_not_null() & read.is_null())
+        step = step.fill_null(read)
     by_name: dict[str, list[int]] = {}
     for i, key in enumerate(keys):
         if i not in step_idx:
@@ -179,6 +184,7 @@ def add_rows(sink: Sink, meta: dict[str, pl.Series], cols: dict[str, pl.Series],
     ``bad`` are left out (the per-line parser reads them). Without ``idle``, rows that hold
     no metric are read all the same (a format whose parser takes such lines as its own).
     Returns the steps of the train records made."""
+    cols = {unreserved(k): v for k, v in cols.items()}
     train_names = [c for c in cols if not is_eval(c)]
     eval_names = [c for c in cols if is_eval(c)]
     frame = pl.DataFrame({**meta, **cols})

@@ -60,7 +60,17 @@ def canonical(key: str) -> str:
         base = k.split("_", 1)[1] if k[3] == "_" or k[4] == "_" else k.split("/", 1)[1]
         base = ALIASES.get(base, base)
         return "eval_" + _SANITISE.sub("_", base).strip("_")
-    return _SANITISE.sub("_", k).strip("_") or "value"
+    return unreserved(_SANITISE.sub("_", k).strip("_") or "value")
+
+
+# the columns a record frame holds besides its metrics: a metric of one of these names is renamed
+RESERVED = frozenset({"step", "line", "time", "rank", "segment"})
+
+
+def unreserved(name: str) -> str:
+    """``name``, or ``name_value`` where it is the name of a record's own column (a JSON key
+    'line', a pair 'step:7' on a damaged line) that a metric must not overwrite."""
+    return f"{name}_value" if name in RESERVED else name
 
 
 def is_eval(name: str) -> bool:

@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from losslens.logs.compact import COMPACT_RECORDS, Compactor, normalised
-from losslens.logs.names import STEP_KEYS, canonical, is_eval, is_training_metric, parse_value
+from losslens.logs.names import STEP_KEYS, canonical, is_eval, is_training_metric, parse_value, unreserved
 
 Value = float | list[float]
 MAX_KEYS = 4096  # a record with more fields is skipped: one 3 MB line of 200k keys took 24 GB
@@ -140,8 +140,8 @@ class Sink:
     def emit(self, line: int, step: int | None, metrics: Mapping[str, Value | None],
              time: datetime | None = None, kind: str | None = None) -> bool:
         """Split ``metrics`` into a train and an eval record; False when neither holds a metric."""
-        present = {k: v for k, v in metrics.items()
-                   if v is not None and self._fits(k, isinstance(v, list))}
+        present = {unreserved(k): v for k, v in metrics.items()
+                   if v is not None and self._fits(unreserved(k), isinstance(v, list))}
         if kind == "eval":
             evals = {(k if is_eval(k) or k == "epoch" else "eval_" + k): v
                      for k, v in present.items()}

@@ -7,6 +7,7 @@ import ast
 import bisect
 import json
 import re
+import warnings
 from typing import Any
 
 from losslens.errors import FormatError
@@ -77,12 +78,20 @@ def python_dict(text: str) -> object:
         except ValueError:
             pass  # a tuple, a set, 1_000, nan: Python's own reader decides
     try:
-        return ast.literal_eval(text)
+        return _literal(text)
     except (ValueError, SyntaxError):
         quoted = BARE_NONFINITE.sub(r"\1'\2'", text)
         if quoted == text:
             raise
-        return ast.literal_eval(quoted)
+        return _literal(quoted)
+
+
+def _literal(text: str) -> object:
+    """``ast.literal_eval``, without the SyntaxWarning Python's compiler prints to stderr for
+    text like '1and 2' (a log's odd line is a skip reason, never a stray warning)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        return ast.literal_eval(text)
 
 
 def _not_json(name: str) -> object:

@@ -54,18 +54,23 @@ def _objects(body: pl.Series) -> pl.DataFrame | None:
     return df if df.height == len(body) else None
 
 
-def read_objects(body: pl.Series, lineno: pl.Series, sink: Sink, evals: bool = True
-                 ) -> tuple[np.ndarray, pl.Series]:
+def read_objects(body: pl.Series, lineno: pl.Series, sink: Sink, evals: bool = True,
+                 n_keys: pl.Series | None = None) -> tuple[np.ndarray, pl.Series]:
     """JSON object lines (``body``) read column-wise into ``sink`` as ``emit_mapping`` reads each;
     the rows read, and the steps of the train records made. Without ``evals``, rows holding an
-    eval metric are left to the per-line parser too."""
+    eval metric are left to the per-line parser too. ``n_keys``: how many keys each flat object
+    holds, where known; a row with fewer values named a key twice (polars keeps the first value,
+    Python the last) and is left to the per-line parser."""
     read = np.zeros(len(body), dtype=bool)
     nothing = pl.Series("step", [], dtype=pl.Int64)
     df = _objects(body) if len(body) else None
     if df is None:
         return read, nothing
-    keys, raws = _leaves(df)
     unread: list[pl.Series] = []
+    if n_keys is not None:
+        held = df.select(pl.sum_horizontal(pl.all().is_not_null())).to_series()
+        unread.append(held != n_keys)
+    keys, raws = _leaves(df)
     kept_keys, kept = [], []
     for key, raw in zip(keys, raws, strict=True):
         dtype = raw.dtype
@@ -104,7 +109,7 @@ def jsonl_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = 
 # a dict Python printed that JSON reads the same once its quotes are swapped: string keys, values
 # that are numbers, strings with no quote or backslash, or lists of numbers
 _NUM = r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
-_STR = r"'[^'\"\\]*'"
+_STR = r"'[^'\"\\{}]*'"  # (no brace: PYDICT finds no dict where a key holds one)
 _VALUE = rf"(?:{_NUM}|{_STR}|\[(?:{_NUM}(?:, {_NUM})*)?\])"
 HF_FLAT = rf"^\{{{_STR}: {_VALUE}(?:, {_STR}: {_VALUE})*\}}$"
 HF_SUMMARY = "|".join(f"'{k}'" for k in SUMMARY_KEYS)
@@ -121,7 +126,8 @@ def hf_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: Any) -> pl.S
     flat = (text.str.contains(HF_FLAT) & ~text.str.contains(HF_SUMMARY)).fill_null(False)
     if flat.any():
         body = text.filter(flat).str.replace_all("'", '"', literal=True)
-        done, steps = read_objects(body, lineno.filter(flat), sink, evals=False)
+        done, steps = read_objects(body, lineno.filter(flat), sink, evals=False,
+                                   n_keys=body.str.count_matches('": ', literal=True))
         read[flat.arg_true().to_numpy()] = done
         parser.own_steps |= bool(steps.is_not_null().any())
         parser.stepless |= bool(steps.is_null().any())

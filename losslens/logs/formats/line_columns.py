@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import polars as pl
 
-from losslens.logs.columnar import add_rows, matched, number_column
+from losslens.logs.columnar import add_rows, any_of, matched, number_column
 from losslens.logs.formats.megatron import MEGA_NAMES, MEGA_VALID
 from losslens.logs.formats.nanogpt import LLMC, LLMC_NEW, MODDED, MODDED_PAIR, NANO_EVAL, NANO_ITER
-from losslens.logs.names import is_eval
+from losslens.logs.names import RESERVED, is_eval, unreserved
 from losslens.logs.sink import Sink
 
 # megatron.MEGA_ITER up to the first '|' (the body, its '(.*)$', is the rest of the line)
@@ -75,6 +75,8 @@ def _fields(body: pl.Series, sink: Sink) -> dict[str, pl.Series]:
 def _wide(fields: pl.DataFrame, n: int, sink: Sink) -> dict[str, pl.Series]:
     """(row, name, key, value) fields as one column per name over ``n`` rows, the last of a name
     on a row kept; each name's first key named in ``sink``, as the per-line parsers name them."""
+    reserved = sorted(RESERVED)
+    fields = fields.with_columns(pl.col("name").replace(reserved, [unreserved(r) for r in reserved]))
     for name, key in fields.group_by("name", maintain_order=True).agg(pl.col("key").first()).rows():
         sink.names.setdefault(name, key)
     rows = pl.DataFrame({"row": pl.int_range(0, n, eager=True)})
@@ -94,10 +96,21 @@ def megatron_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object
     rest = ~hit & text.str.contains(valid).fill_null(False)
     if rest.any():
         g = text.filter(rest).str.extract_groups(valid).struct.unnest()
-        cols = {(k if is_eval(k) or k == "epoch" else "eval_" + k): v
-                for k, v in _fields(g["2"], sink).items()}
+        cols: dict[str, pl.Series] = {}
+        clash: list[pl.Series] = []
+        for k, v in _fields(g["2"], sink).items():  # as Sink.emit(kind="eval") names them
+            name = k if is_eval(k) or k == "epoch" else "eval_" + k
+            if name in cols:  # 'lm loss' and 'lm loss value' on one line: its order decides
+                clash.append(cols[name].is_not_null() & v.is_not_null())
+                v = cols[name].fill_null(v)
+            cols[name] = v
+        bad = any_of(clash, len(g)) if clash else None
         add_rows(sink, {"step": g["1"].cast(pl.Int64, strict=False), "line": lineno.filter(rest)},
-                 cols, None)
+                 cols, bad)
+        if bad is not None:  # those rows are the per-line parser's
+            keep = rest.to_numpy().copy()
+            keep[rest.arg_true().to_numpy()[bad.to_numpy()]] = False
+            rest = pl.Series(keep)
     return hit | rest
 
 

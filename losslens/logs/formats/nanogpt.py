@@ -11,7 +11,7 @@ from losslens.logs.base import (
     RegexLineParser,
     count_matching,
 )
-from losslens.logs.names import NUMBER, NUMERIC, parse_number
+from losslens.logs.names import NUMBER, NUMERIC, parse_number, unreserved
 from losslens.logs.sink import Sink
 
 # --- nanoGPT ---------------------------------------------------------------------------------
@@ -86,8 +86,8 @@ class _ModdedParser(RegexLineParser):
                 v = parse_number(raw)
                 if v is None:
                     continue
-                name = {"train_loss": "loss", "val_loss": "eval_loss", "train_time": "train_time_s",
-                        "step_avg": "step_avg_s"}.get(key, key)
+                name = unreserved({"train_loss": "loss", "val_loss": "eval_loss",
+                                   "train_time": "train_time_s", "step_avg": "step_avg_s"}.get(key, key))
                 metrics[name] = v
                 self.sink.names.setdefault(name, key)
             if not self.sink.emit(lineno, int(m.group(1)), metrics):

@@ -355,3 +355,23 @@ def test_every_column_wise_reader_named_by_a_format_exists() -> None:
     for f in named:
         module, function = f.rows.split(":")
         assert callable(getattr(import_module(f"losslens.logs.formats.{module}"), function))
+
+
+def test_an_odd_hf_dict_prints_no_python_warning(tmp_path, capfd) -> None:
+    """'1and 2' makes Python's compiler print a SyntaxWarning to stderr; the line is a skip."""
+    path = tmp_path / "hf.log"
+    path.write_text("{'loss': 1.5, 'grad_norm': 0.5}\n{'a': 1and 2, 'loss': 2}\n")
+    log = read_log(path)
+    assert log.train.height == 1 and log.lines.skipped
+    assert "Warning" not in capfd.readouterr().err
+
+
+def test_a_metric_named_like_a_record_column_is_renamed(tmp_path) -> None:
+    """A JSON key 'line' or 'rank' (or a pair 'step:7' on a damaged modded-nanogpt line) used to
+    overwrite the record's own line number or rank (and a 'rank' made it one rank's record)."""
+    path = tmp_path / "m.jsonl"
+    path.write_text('{"step": 1, "loss": 0.5, "line": 70, "rank": 3}\n'
+                    '{"step": 2, "loss": 0.4, "line": 71, "rank": 3}\n')
+    log = read_log(path)
+    assert log.train["line"].to_list() == [1, 2] and log.train["line_value"].to_list() == [70.0, 71.0]
+    assert log.train["rank_value"].to_list() == [3.0, 3.0] and log.train.height == 2
