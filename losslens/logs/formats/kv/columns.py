@@ -100,11 +100,10 @@ def _template_rows(cells: pl.DataFrame, t: Template, rate_only_there: bool) -> p
         cell = c[i + 1]
         tail = len(t.lead[i + 1]) + len(t.keys[i + 1]) if i + 1 < m else None
         if tail and not is_list and not t.lead[i + 1].startswith("\x00"):
-            # the value is all that stands before the fixed tail, where it holds no character
-            # that ends a value for the per-line parser (a vertical tab, a '|')
-            raw = cell.str.head(-tail)
-            fits.append(~raw.str.contains(VALUE_END))
-            raws.append(raw.alias(f"raw{i}"))
+            # the value is all that stands before the fixed tail; where it holds a character at
+            # which the per-line parser's value ends (a vertical tab, a '|'), neither a number nor
+            # a step reads it, and the row goes to that parser (see columnar.metric_columns)
+            raws.append(cell.str.head(-tail).alias(f"raw{i}"))
             continue
         if is_list:
             end = cell.str.find("]", literal=True) + 1
