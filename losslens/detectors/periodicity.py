@@ -217,6 +217,31 @@ def _lgamma(z: np.ndarray | np.float64) -> np.ndarray:
             + 1 / (12 * z) - 1 / (360 * z ** 3) + 1 / (1260 * z ** 5))
 
 
+def print_quantum(v: np.ndarray) -> float:
+    """The step of the grid the values were printed on (1e-4 for '%.4f'), or 0 where they are
+    not all on one (a float printed in full)."""
+    d = np.abs(np.diff(v))
+    d = d[d > 0]
+    if not len(d):
+        return 0.0
+    q = float(d.min())
+    k = v / q
+    return q if float(np.mean(np.abs(k - np.round(k)) < 0.01)) >= 0.99 else 0.0
+
+
+def within_print_rounding(v: np.ndarray, residual: np.ndarray, window: int) -> bool:
+    """What the trend leaves (away from the ends, where a centred window is cut short) is no
+    more than the print's rounding: a smooth, nearly noiseless curve printed to a few decimals
+    walks down a staircase whose steps beat with any sampling of it, a period of nothing."""
+    q = print_quantum(v)
+    if not q:
+        return False
+    half = window // 2
+    mid = residual[half:len(residual) - half] if len(residual) > 4 * half else residual
+    scale = q / float(np.median(np.abs(v))) if np.nanmin(v) > 0 else q  # a ratio to the trend
+    return float(np.std(mid)) <= 0.6 * scale  # (rounding alone: 0.29 of the quantum)
+
+
 @dataclass(frozen=True)
 class Periodicity(Detector):
     """A significant periodic component of the de-trended loss: each periodogram ordinate is tested
@@ -263,6 +288,8 @@ class Periodicity(Detector):
         if found is None:
             return self._epoch_drops(series, epoch_len)
         line, p, phi = found
+        if within_print_rounding(v, spec[2], window):
+            return self._epoch_drops(series, epoch_len)
         fit = self._fundamental(v, steps, spec[2], line, spacing, window)
         if fit.share < self.min_share:
             return self._epoch_drops(series, epoch_len)

@@ -149,3 +149,16 @@ def test_a_wide_centred_median_is_taken_on_a_subsample_and_stays_close() -> None
     exact = pl.Series(x).rolling_median(window_size=window, center=True, min_samples=1).to_numpy()
     fast = rolling_median(x, window)
     assert np.max(np.abs(fast - exact) / exact) < 0.01  # the noise is 5 %
+
+
+def test_a_noiseless_ramp_printed_to_four_decimals_has_no_period() -> None:
+    """3 → 2 over 200,000 steps printed '%.4f': the staircase of the print beats with the trend's
+    sampling (a 'period' of ~140 steps, an error before); a real pattern so printed is still found."""
+    n = 200_000
+    steps = np.arange(n)
+    ramp = np.round(3 - steps / n, 4)
+    assert not [f for f in analyze(from_arrays(steps, loss=ramp)).findings if f.kind == "periodicity"]
+    rng = np.random.default_rng(0)
+    saw = np.round(3 - steps / n + 0.02 * (steps % 500) / 500 + rng.normal(0, 0.002, n), 4)
+    found = [f for f in analyze(from_arrays(steps, loss=saw)).findings if f.kind == "periodicity"]
+    assert found and abs(found[0].evidence["period_steps"] - 500) <= 25
