@@ -11,33 +11,31 @@ import pytest
 from tests.conftest import ROOT
 
 
+def _bench(name: str, *args: str, timeout: int) -> str:
+    """Run bench/``name`` with ``args``; its output (it must exit 0)."""
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / name), *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
 @pytest.mark.slow
 def test_many_logs_benchmark_runs_small() -> None:
-    script = ROOT / "bench" / "many_logs.py"
-    proc = subprocess.run([sys.executable, str(script), "--logs", "6", "--sample", "2"],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
-    assert "6 logs of 300 lines" in proc.stdout and "faster)" in proc.stdout
+    out = _bench("many_logs.py", "--logs", "6", "--sample", "2", timeout=300)
+    assert "6 logs of 300 lines" in out and "faster)" in out
 
 
 @pytest.mark.slow
 def test_replay_null_benchmark_runs_small() -> None:
     pytest.importorskip("torch")
-    script = ROOT / "bench" / "replay_null.py"
-    proc = subprocess.run([sys.executable, str(script), "--samples", "20000", "--repeat", "1",
-                           "--null-seeds", "9"], capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
-    assert "9 null seeds" in proc.stdout and "ratio" in proc.stdout
-    assert "verdict: " in proc.stdout  # (9 seeds cannot reach p <= 0.01: the verdict is no dependence)
+    out = _bench("replay_null.py", "--samples", "20000", "--repeat", "1", "--null-seeds", "9", timeout=300)
+    assert "9 null seeds" in out and "ratio" in out
+    assert "verdict: " in out  # (9 seeds cannot reach p <= 0.01: the verdict is no dependence)
 
 
 @pytest.mark.slow
 def test_fleet_scan_benchmark_runs_small() -> None:
-    script = ROOT / "bench" / "fleet_scan.py"
-    proc = subprocess.run([sys.executable, str(script), "--runs", "120", "--sample", "2", "--no-dask"],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
-    out = proc.stdout
+    out = _bench("fleet_scan.py", "--runs", "120", "--sample", "2", "--no-dask", timeout=600)
     assert "120 run folders" in out and "scan --jobs 1" in out and "runs/s" in out
     touched = re.search(r"re-run, (\d+) logs touched .*: (\d+) read and analysed", out)
     assert touched and touched.group(1) == touched.group(2) != "0"  # only the touched ones
@@ -48,28 +46,19 @@ def test_fleet_scan_benchmark_runs_small() -> None:
 
 @pytest.mark.slow
 def test_line_readers_benchmark_runs_small() -> None:
-    script = ROOT / "bench" / "line_readers.py"
-    proc = subprocess.run([sys.executable, str(script), "--lines", "3000"],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
-    rows = [x.split()[0] for x in proc.stdout.splitlines()[2:]]
+    out = _bench("line_readers.py", "--lines", "3000", timeout=300)
+    rows = [x.split()[0] for x in out.splitlines()[2:]]
     assert rows == ["jsonl", "csv", "hf", "megatron", "nanogpt", "modded-nanogpt", "colon",
                     "kv-kubectl", "kv-ranks"]
 
 
 @pytest.mark.slow
 def test_parse_speed_benchmark_runs_small() -> None:
-    script = ROOT / "bench" / "parse_speed.py"
-    proc = subprocess.run([sys.executable, str(script), "--lines", "5000", "--repeat", "1"],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
-    assert "plain re loop" in proc.stdout and "same-columns loop" in proc.stdout
+    out = _bench("parse_speed.py", "--lines", "5000", "--repeat", "1", timeout=300)
+    assert "plain re loop" in out and "same-columns loop" in out
 
 
 @pytest.mark.slow
 def test_detector_growth_benchmark_runs_small() -> None:
-    script = ROOT / "bench" / "detector_growth.py"
-    proc = subprocess.run([sys.executable, str(script), "--sizes", "5000,50000"],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr
-    assert "spike" in proc.stdout and "growth exponent" in proc.stdout and "B a record" in proc.stdout
+    out = _bench("detector_growth.py", "--sizes", "5000,50000", timeout=300)
+    assert "spike" in out and "growth exponent" in out and "B a record" in out

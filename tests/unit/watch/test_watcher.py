@@ -235,15 +235,11 @@ def test_a_slow_log_gets_its_format_without_waiting_for_twenty_lines(monkeypatch
     assert w.nonfinite["loss"]["first_step"] == 2
 
 
-def test_a_large_batch_of_kv_lines_reads_vectorised_and_the_same(monkeypatch) -> None:
-    """A backlog of key=value lines goes through the vectorised reader: the same window, the same
-    accounting, the same per-record NaN memory and report as line by line, with the window
-    (here 500) far shorter than the batch."""
+def _line_by_line_and_batched(monkeypatch, lines: list[str], window: int) -> tuple[Watcher, Watcher]:
+    """The same lines fed one by one and as two batches (the second takes the fast path once),
+    both finished; their accounting and NaN memory checked equal."""
     s = load(None, cwd=Path("/"))
-    lines = list(synth.dflash_lines(3000, seed=4))
-    lines[1200] = lines[1200].replace("loss=", "loss=nan extra=").split(" acc=")[0] + " acc=0.1"
-    lines[1500:1500] = ["", "Traceback (most recent call last):", "step=1499 loss=1.5 q_pre=[1, x]"]
-    one, many = (Watcher("x", None, s.registry(), frozenset(), window=500) for _ in range(2))
+    one, many = (Watcher("x", None, s.registry(), frozenset(), window=window) for _ in range(2))
     for line in lines:
         one.feed(line)
     calls = []
@@ -256,12 +252,24 @@ def test_a_large_batch_of_kv_lines_reads_vectorised_and_the_same(monkeypatch) ->
         w.finish_input()
     assert many.acc.as_dict() == one.acc.as_dict()
     assert dict(many.acc.skipped) == dict(one.acc.skipped)
-    assert str(many.nonfinite) == str(one.nonfinite) and many.nonfinite["loss"]["first_step"] == 1200
+    assert str(many.nonfinite) == str(one.nonfinite)
+    return one, many
 
-    def rows(w: Watcher) -> list[dict]:
-        return [{k: v for k, v in r.items() if v is not None} for r in w.train]
 
-    assert len(many.train) == 500 and rows(many) == rows(one)
+def _rows(w: Watcher) -> list[dict]:
+    return [{k: v for k, v in r.items() if v is not None} for r in w.train]
+
+
+def test_a_large_batch_of_kv_lines_reads_vectorised_and_the_same(monkeypatch) -> None:
+    """A backlog of key=value lines goes through the vectorised reader: the same window, the same
+    accounting, the same per-record NaN memory and report as line by line, with the window
+    (here 500) far shorter than the batch."""
+    lines = list(synth.dflash_lines(3000, seed=4))
+    lines[1200] = lines[1200].replace("loss=", "loss=nan extra=").split(" acc=")[0] + " acc=0.1"
+    lines[1500:1500] = ["", "Traceback (most recent call last):", "step=1499 loss=1.5 q_pre=[1, x]"]
+    one, many = _line_by_line_and_batched(monkeypatch, lines, 500)
+    assert many.nonfinite["loss"]["first_step"] == 1200
+    assert len(many.train) == 500 and _rows(many) == _rows(one)
     assert "q_pre" not in one.train[-1] and one.train[-1]["q_pre_min"] >= 40  # a list: its min, mean
     a, b = one.analyse(now=0.0), many.analyse(now=0.0)
     assert [f.as_dict() for f in one.report.findings] == [f.as_dict() for f in many.report.findings]
@@ -278,26 +286,8 @@ def test_a_large_batch_of_kv_lines_reads_vectorised_and_the_same(monkeypatch) ->
 def test_a_large_batch_of_any_column_wise_format_reads_the_same(monkeypatch, name, make) -> None:
     """A backlog in a format with a column-wise reader (and key=value lines behind rank prefixes)
     goes through it: the same window, accounting and NaN memory as line by line."""
-    s = load(None, cwd=Path("/"))
     lines = list(make())
     lines[700] = lines[700].replace("loss", "loss_x", 1)  # an odd line among them
     lines[900:900] = ["", "Traceback (most recent call last):"]
-    one, many = (Watcher("x", None, s.registry(), frozenset(), window=400) for _ in range(2))
-    for line in lines:
-        one.feed(line)
-    calls = []
-    monkeypatch.setattr(Watcher, "_parse_fast", lambda self, b, f=Watcher._parse_fast: (
-        calls.append(len(b)), f(self, b))[1])
-    many.feed_batch(lines[:40])
-    many.feed_batch(lines[40:])
-    assert calls == [len(lines) - 40]
-    for w in (one, many):
-        w.finish_input()
-    assert many.acc.as_dict() == one.acc.as_dict()
-    assert dict(many.acc.skipped) == dict(one.acc.skipped)
-    assert str(many.nonfinite) == str(one.nonfinite)
-
-    def rows(w: Watcher) -> list[dict]:
-        return [{k: v for k, v in r.items() if v is not None} for r in w.train]
-
-    assert len(many.train) == 400 and rows(many) == rows(one)
+    one, many = _line_by_line_and_batched(monkeypatch, lines, 400)
+    assert len(many.train) == 400 and _rows(many) == _rows(one)
