@@ -133,8 +133,11 @@ def metric_columns(sink: Sink, keys: Sequence[str], raws: Sequence[pl.Series],
     step = pl.repeat(None, n, dtype=pl.Int64, eager=True)
     for i in step_idx:
         read = _step(raws[i])
-        # a step the columns cannot read ("'460", '+5', '1_000'): the per-line parser decides
-        unread.append(raws[i].is_not_null() & read.is_null())
+        if raws[i].dtype == pl.String:  # a step the columns cannot read ("'460", '+5', '1_000',
+            # a vertical tab): the per-line parser decides; a plain number that is no whole one
+            # ('s=0.5') is no step for either
+            plain = raws[i].str.contains(r"^-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?(?:/\d+)?$")
+            unread.append(raws[i].is_not_null() & read.is_null() & ~plain.fill_null(False))
         step = step.fill_null(read)
     by_name: dict[str, list[int]] = {}
     for i, key in enumerate(keys):

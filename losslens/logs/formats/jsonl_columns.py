@@ -4,8 +4,8 @@ nested objects flattened to 'a/b' columns, then the same column rules as the key
 goes to the per-line parser: lines that are not one object, NaN/Infinity literals (Python's json
 reads them, polars does not), run summaries, a key's value that is text but no number, lists of
 anything but numbers, two keys with one canonical name on one line; a chunk polars cannot read at
-all goes line by line. One difference is left: a key written twice in one object (polars keeps the
-first value, json.loads the last); ``json.dumps`` never writes one.
+all goes line by line, and so does an object naming a key twice (json.loads keeps the last value,
+polars the first: two lines glued together).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from losslens.logs.names import is_eval
 from losslens.logs.sink import MAX_KEYS, Sink
 
 NONFINITE = r"[:\[,]\s*-?(?:NaN|Infinity)\s*[,}\]]"
+KEY = r'"(?:[^"\\]|\\.)*"\s*:'
 SUMMARY = "|".join(f'"{k}"' for k in SUMMARY_KEYS)
 
 
@@ -101,6 +102,12 @@ def jsonl_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = 
     read = np.zeros(text.len(), dtype=bool)
     obj = (body.str.starts_with("{") & body.str.ends_with("}") & ~body.str.contains(NONFINITE)
            & ~body.str.contains(SUMMARY) & ~body.str.contains("\x00", literal=True)).fill_null(False)
+    if obj.any():
+        # a key written twice (two lines glued together): json.loads keeps the last value, polars
+        # the first; every name that ends in '":' is taken for a key, so a nested object
+        # reusing a name goes line by line too (never the other way round)
+        keys = body.str.extract_all(KEY)
+        obj = obj & (keys.list.len() == keys.list.n_unique()).fill_null(True)
     if obj.any():
         read[obj.arg_true().to_numpy()] = read_objects(body.filter(obj), lineno.filter(obj), sink)[0]
     return pl.Series(read)

@@ -50,6 +50,7 @@ ODD = [
     '  {"step": 20, "loss": 0.9}  ',
     '{"step": 21, "loss": -0.5, "grad_norm": "nan", "ppl": "inf%"}',
     '{"step": true, "loss": 0.8}',
+    '{"step": 22, "loss": 1.0, "lr": 1e-4, "lost": 3, "loss": 2.0}',  # a key twice: json keeps the last
 ]
 
 
