@@ -13,12 +13,19 @@ from typing import Any
 import polars as pl
 
 from losslens.logs.compact import COMPACT_RECORDS, Compactor, normalised
-from losslens.logs.names import STEP_KEYS, canonical, is_eval, is_training_metric, parse_value, unreserved
+from losslens.logs.names import (
+    RESERVED,
+    STEP_KEYS,
+    canonical,
+    is_eval,
+    is_training_metric,
+    parse_value,
+    unreserved,
+)
 
 Value = float | list[float]
 MAX_KEYS = 4096  # a record with more fields is skipped: one 3 MB line of 200k keys took 24 GB
 TOO_WIDE = f"more than {MAX_KEYS:,} fields in one record"
-META = ("step", "line", "time", "rank")
 COMPACT_AT = 50_000  # per-line readers turn their records into a frame every this many
 
 
@@ -117,7 +124,7 @@ class Sink:
     def add(self, frame: pl.DataFrame, evals: bool = False) -> None:
         """A frame of records (a reader's chunk), in canonical types; once the log holds more
         than COMPACT_RECORDS train records, every frame is held compact."""
-        clash = [c for c, t in frame.schema.items() if c not in META
+        clash = [c for c, t in frame.schema.items() if c not in RESERVED and t != pl.Null
                  and self.shapes.setdefault(c, isinstance(t, pl.List)) != isinstance(t, pl.List)]
         if clash:
             self.mixed.update({c: frame[c].len() - frame[c].null_count() for c in clash})
