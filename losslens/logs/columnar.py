@@ -26,7 +26,6 @@ from losslens.logs.names import (
     is_eval,
     is_training_metric,
     parse_number,
-    parse_value,
     unreserved,
 )
 from losslens.logs.sink import Accounting, Sink, feed_line
@@ -88,32 +87,25 @@ def _step(raw: pl.Series) -> pl.Series:
     return whole if head is None else head.cast(pl.Int64, strict=False).fill_null(whole)
 
 
-def number_column(raw: pl.Series) -> pl.Series:
-    """``names.parse_number`` over a column of text: the columnar parse, and ``parse_number``
-    itself for what that cannot read ('1,024', '5m 3s', ' 0.5 ')."""
+def number_column(raw: pl.Series, exact: bool = True) -> tuple[pl.Series, pl.Series]:
+    """``names.parse_number`` over a column of text, and the rows still unread. A plain cast
+    first; the units and clock times of ``number_expr`` only for the rows it missed; then, where
+    the raw text is ``exact``ly what the per-line parser reads, ``parse_number`` itself for the
+    rest ('1,024', '5m 3s', ' 0.5 '). Unread: what is still missed without ``exact``; with it,
+    only a '[..]' list (a scalar column's row the per-line parser reads as a list)."""
     value = raw.cast(pl.Float64, strict=False)
     missed = raw.is_not_null() & value.is_null()
     if missed.any():  # units, clock times
         where = missed.arg_true()
         value = value.scatter(where, pl.select(number_expr(pl.lit(raw.gather(where)))).to_series())
         missed = raw.is_not_null() & value.is_null()
-    if not missed.any():
-        return value
+    if not exact or not missed.any():
+        return value, missed
     where = missed.arg_true()
     patch = pl.Series([parse_number(t) for t in raw.gather(where).to_list()], dtype=pl.Float64)
-    return value.scatter(where, patch)
-
-
-def _by_parse_value(raw: pl.Series, value: pl.Series, missed: pl.Series
-                    ) -> tuple[pl.Series, pl.Series]:
-    """``value`` with the ``missed`` rows read by ``parse_value``; the rows it reads as a list
-    (not a scalar column's) are still missed."""
-    where = missed.arg_true()
-    read = [parse_value(text) for text in raw.gather(where).to_list()]
-    still = np.zeros(len(raw), dtype=bool)
-    still[where.filter(pl.Series([isinstance(v, list) for v in read])).to_numpy()] = True
-    patch = pl.Series([v if isinstance(v, float) else None for v in read], dtype=pl.Float64)
-    return value.clone().scatter(where, patch), pl.Series(still)
+    text = raw.str.strip_chars()
+    listed = missed & text.str.starts_with("[") & text.str.ends_with("]")
+    return value.scatter(where, patch), listed
 
 
 def metric_columns(sink: Sink, keys: Sequence[str], raws: Sequence[pl.Series],
@@ -125,7 +117,8 @@ def metric_columns(sink: Sink, keys: Sequence[str], raws: Sequence[pl.Series],
     holding a value wins when ``ordered`` (the keys stand in this order on every line); otherwise
     rows where several hold one are left unread (their order on the line decides). Text the
     columnar parse cannot read ('0:00:24', '1,024', '5m 3s') is left unread, or, when the raw text
-    is ``exact``ly what the per-line parser would read, read by ``parse_value`` itself."""
+    is ``exact``ly what the per-line parser would read, read by ``parse_number`` itself (see
+    ``number_column``)."""
     n = len(raws[0]) if raws else 0
     unread: list[pl.Series] = []
     step_idx = sorted((i for i, k in enumerate(keys) if k.strip().lower() in STEP_KEYS),
@@ -144,17 +137,11 @@ def metric_columns(sink: Sink, keys: Sequence[str], raws: Sequence[pl.Series],
         if i not in step_idx:
             by_name.setdefault(canonical(key), []).append(i)
     wanted = [i for idx in by_name.values() for i in idx]
-    scalar = [i for i in wanted if raws[i].dtype == pl.String and not (lists and lists[i])]
-    parsed = pl.DataFrame({f"v{i}": raws[i] for i in scalar}).lazy().select(
-        number_expr(pl.col(f"v{i}")).alias(f"v{i}") for i in scalar).collect() if scalar else None
     values: dict[int, pl.Series] = {}
     for i in wanted:
         raw = raws[i]
-        if parsed is not None and i in scalar:
-            values[i] = parsed[f"v{i}"]
-            missed = raw.is_not_null() & values[i].is_null()
-            if exact and missed.any():
-                values[i], missed = _by_parse_value(raw, values[i], missed)
+        if raw.dtype == pl.String and not (lists and lists[i]):
+            values[i], missed = number_column(raw, exact)
             unread.append(missed)
         elif raw.dtype == pl.String:
             values[i], bad = numbers(raw)
@@ -380,6 +367,12 @@ def read_columns(src: Source, parser: LineParser, sink: Sink, acc: Accounting, s
     parser.finish()
 
 
+def ranked_feed(sink: Sink, strip: bool) -> Callable[[Any, int, str], str | None]:
+    """The per-line feed for lines as the file has them: ``base.feed_ranked`` (a capture's
+    prefixes cut when ``strip``, a rank prefix always), records tagged with their time and rank."""
+    return lambda parser, lineno, line: feed_ranked(parser, sink, lineno, line, strip)
+
+
 def read_chunk(chunk: bytes, first: int, sink: Sink, acc: Accounting, parser: LineParser,
                strip: bool, rows: Rows) -> None:
     """One chunk of whole lines, the first numbered ``first``: ``rows(text, lineno, sink,
@@ -387,10 +380,6 @@ def read_chunk(chunk: bytes, first: int, sink: Sink, acc: Accounting, parser: Li
     state it shares with the per-line path) and returns the rows it read; every other line goes
     to ``parser``, as it stands in the file. A capture's prefixes (``strip``) and torchrun rank
     prefixes are cut off first, their time and rank kept (see ``without_prefixes``)."""
-
-    def ranked(p: Any, lineno: int, line: str) -> str | None:
-        return feed_ranked(p, sink, lineno, line, strip)
-
     data, original = without_prefixes(chunk, first, strip, sink)
     text = lines_of(data)
     as_filed = text if original is None else original
@@ -398,7 +387,8 @@ def read_chunk(chunk: bytes, first: int, sink: Sink, acc: Accounting, parser: Li
     lineno = line_numbers(first, len(text))
     n_idle = len(sink.idle_lines)
     done = rows(text, lineno, sink, parser)
-    account_chunk(data, as_filed, lineno, blank, ~done, n_idle, sink, acc, parser, ranked)
+    account_chunk(data, as_filed, lineno, blank, ~done, n_idle, sink, acc, parser,
+                  ranked_feed(sink, strip))
     sink.tags = None
 
 

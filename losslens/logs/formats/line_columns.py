@@ -34,7 +34,7 @@ def nanogpt_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object 
     hit, g = matched(text, _case_blind(NANO_ITER.pattern))
     if hit.any():
         mfu = g["4"].cast(pl.Float64)
-        cols = {"loss": number_column(g["2"]), "step_time_s": _per_thousand(g["3"].cast(pl.Float64)),
+        cols = {"loss": number_column(g["2"])[0], "step_time_s": _per_thousand(g["3"].cast(pl.Float64)),
                 "mfu": pl.select(pl.when(mfu != -100.0).then(mfu)).to_series()}  # -100: unset
         sink.names.update(loss="loss", step_time_s="time", mfu="mfu")
         add_rows(sink, {"step": g["1"].cast(pl.Int64), "line": lineno.filter(hit)}, cols, None,
@@ -44,7 +44,7 @@ def nanogpt_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object 
         _, g = matched(text.filter(rest), _case_blind(NANO_EVAL.pattern))
         sink.names.update(eval_loss="val loss", eval_train_loss="train loss")
         add_rows(sink, {"step": g["1"].cast(pl.Int64), "line": lineno.filter(rest)},
-                 {"eval_train_loss": number_column(g["2"]), "eval_loss": number_column(g["3"])},
+                 {"eval_train_loss": number_column(g["2"])[0], "eval_loss": number_column(g["3"])[0]},
                  None, idle=False)
     return hit | rest
 
@@ -62,7 +62,7 @@ def _fields(body: pl.Series, sink: Sink) -> dict[str, pl.Series]:
                      ).to_series()
     name = key.str.to_lowercase().replace_strict(list(MEGA_NAMES), list(MEGA_NAMES.values()),
                                                  default=None, return_dtype=pl.String)
-    value = number_column(word)
+    value = number_column(word)[0]
     fields = pl.DataFrame({"row": parts["row"], "name": name, "key": key, "value": value}).filter(
         pl.col("name").is_not_null() & pl.col("value").is_not_null())
     ms = (fields["name"] == "step_time_s").to_numpy()
@@ -132,7 +132,7 @@ def modded_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object =
         key = cut.struct.field("field_0")
         name = key.replace_strict(list(MODDED_NAMES), list(MODDED_NAMES.values()), default=key)
         fields = pl.DataFrame({"row": parts["row"], "name": name, "key": key,
-                               "value": number_column(cut.struct.field("field_1"))}).filter(
+                               "value": number_column(cut.struct.field("field_1"))[0]}).filter(
             pl.col("key").is_not_null() & pl.col("value").is_not_null())
         step = body.str.extract(r"^step:(\d+)/", 1).cast(pl.Int64, strict=False)
         add_rows(sink, {"step": step, "line": lineno.filter(hit)}, _wide(fields, len(body), sink), None)
@@ -140,7 +140,7 @@ def modded_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object =
     old = ~done & line.str.contains(LLMC.pattern).fill_null(False)
     if old.any():
         _, g = matched(line.filter(old), LLMC.pattern)
-        value = number_column(g["3"])
+        value = number_column(g["3"])[0]
         cols = {}
         for tag, metric in (("trl", "loss"), ("tel", "eval_loss")):
             cols[metric] = pl.select(pl.when(pl.lit(g["2"]) == tag).then(pl.lit(value))).to_series()
@@ -152,7 +152,7 @@ def modded_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object =
     new = ~done & line.str.contains(LLMC_NEW.pattern).fill_null(False)
     if new.any():
         _, g = matched(line.filter(new), LLMC_NEW.pattern)
-        cols = {"loss": number_column(g["3"]), "grad_norm": number_column(g["4"]),
+        cols = {"loss": number_column(g["3"])[0], "grad_norm": number_column(g["4"])[0],
                 "lr": g["5"].cast(pl.Float64), "step_time_s": _per_thousand(g["6"].cast(pl.Float64)),
                 "tokens_per_s": g["8"].cast(pl.Float64)}
         add_rows(sink, {"step": g["1"].cast(pl.Int64, strict=False), "line": lineno.filter(new)},

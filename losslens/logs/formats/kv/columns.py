@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from losslens.logs.base import TIMESTAMP, Format, LineParser, feed_ranked
+from losslens.logs.base import TIMESTAMP, Format, LineParser
 from losslens.logs.columnar import (
     account_chunk,
     add_rows,
@@ -26,6 +26,7 @@ from losslens.logs.columnar import (
     line_numbers,
     lines_of,
     metric_columns,
+    ranked_feed,
     times,
     without_prefixes,
 )
@@ -195,12 +196,9 @@ def read_chunk(chunk: bytes, first: int, tpls: list[Template] | None, sink: Sink
     their time and rank kept. The templates (found in this chunk when ``tpls`` is None) are
     returned for the next chunk."""
 
-    def ranked(p: LineParser, lineno: int, line: str) -> str | None:
-        return feed_ranked(p, sink, lineno, line, strip)
-
     data, original = without_prefixes(chunk, first, strip, sink)
     if tpls is None:
         tpls = templates(decode_lines(data[: 1 << 20])[: SAMPLE_LINES])
-    parse_chunk(data, first, tpls, sink, acc, parser, original, ranked)
+    parse_chunk(data, first, tpls, sink, acc, parser, original, ranked_feed(sink, strip))
     sink.tags = None
     return tpls
