@@ -146,7 +146,10 @@ class Sink:
 
     def emit(self, line: int, step: int | None, metrics: Mapping[str, Value | None],
              time: datetime | None = None, kind: str | None = None) -> bool:
-        """Split ``metrics`` into a train and an eval record; False when neither holds a metric."""
+        """Split ``metrics`` into a train and an eval record; False when neither holds a metric. A
+        step past int64 (a parser's ``int`` of a long run of digits) is no step, as ``step_value``."""
+        if step is not None and not -INT64 <= step < INT64:
+            step = None
         present = {unreserved(k): v for k, v in metrics.items()
                    if v is not None and self._fits(unreserved(k), isinstance(v, list))}
         if kind == "eval":

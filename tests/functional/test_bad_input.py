@@ -165,3 +165,29 @@ def test_replay_fractional_lengths(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert one_error_line(proc) == (f"losslens: error: {tmp_path / 'l.npy'}: length 200.5 at sample 1 is "
                                     "not a whole number of tokens (2 such samples)")
+
+
+HUGE = "99999999999999999999"  # a step past int64: a damaged line, or digits glued together
+
+
+@pytest.mark.parametrize(("name", "text", "records"), [
+    ("titan.log", f"step: 1  loss: 2.5\nstep: {HUGE}  loss: 2.5\nstep: 3  loss: 2.4\n", 3),
+    ("mega.log", f" iteration        1/   10000 | lm loss: 2.5 |\n"
+                 f" iteration {HUGE}/   10000 | lm loss: 2.5 |\n"
+                 f" validation loss at iteration {HUGE} | lm loss value: 2.9 |\n", 2),
+    ("nano.log", f"iter 1: loss 2.5, time 10ms, mfu 1%\niter {HUGE}: loss 2.4, time 10ms, mfu 1%\n"
+                 f"step {HUGE}: train loss 2.1, val loss 2.2\n", 2),
+    ("modded.log", f"step:1/10 train_loss:2.5 train_time:1ms step_avg:1ms\nstep:{HUGE}/10 train_loss:2.4 "
+                   f"train_time:1ms step_avg:1ms\ns:{HUGE} trl:2.3\n", 3),
+    ("colon.log", f"Step {HUGE}/100 | loss: 2.5 | lr: 1e-4\nStep 2/100 | loss: 2.4 | lr: 1e-4\n", 2),
+    ("c.csv", f"step,loss\n{HUGE},2.5\n2,2.4\n", 2),
+    ("kv.log", f"step={HUGE} loss=2.5\nstep=2 loss=2.4\n", 2),
+])
+def test_step_past_int64_is_no_step(tmp_path: Path, name: str, text: str, records: int) -> None:
+    """A step too long for int64 made six readers end in a polars error (a traceback from `check`):
+    it is no step, like a missing one (the step before it, with a note)."""
+    path = tmp_path / name
+    path.write_text(text)
+    log = read_log(path)
+    assert log.train.height == records
+    assert any("without a step number" in n or "no step numbers" in n for n in log.notes)

@@ -37,13 +37,13 @@ def nanogpt_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object 
         cols = {"loss": number_column(g["2"])[0], "step_time_s": _per_thousand(g["3"].cast(pl.Float64)),
                 "mfu": pl.select(pl.when(mfu != -100.0).then(mfu)).to_series()}  # -100: unset
         sink.names.update(loss="loss", step_time_s="time", mfu="mfu")
-        add_rows(sink, {"step": g["1"].cast(pl.Int64), "line": lineno.filter(hit)}, cols, None,
+        add_rows(sink, {"step": g["1"].cast(pl.Int64, strict=False), "line": lineno.filter(hit)}, cols, None,
                  idle=False)
     rest = ~hit & text.str.contains(_case_blind(NANO_EVAL.pattern)).fill_null(False)
     if rest.any():
         _, g = matched(text.filter(rest), _case_blind(NANO_EVAL.pattern))
         sink.names.update(eval_loss="val loss", eval_train_loss="train loss")
-        add_rows(sink, {"step": g["1"].cast(pl.Int64), "line": lineno.filter(rest)},
+        add_rows(sink, {"step": g["1"].cast(pl.Int64, strict=False), "line": lineno.filter(rest)},
                  {"eval_train_loss": number_column(g["2"])[0], "eval_loss": number_column(g["3"])[0]},
                  None, idle=False)
     return hit | rest
