@@ -29,6 +29,9 @@ from _common import OUT, best_of  # noqa: E402
 from losslens import read_log  # noqa: E402
 
 KV_PAIR = re.compile(r"([A-Za-z_][\w/.\-]*)=([^\s|,;\[\]()]+)")
+FAIRSEQ_PAIR = re.compile(r"(\w+)=([^,\s]+)")
+TITAN_PAIR = re.compile(r"([a-z_]+):\s+([-+\d.eE,]+)")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 COLON_PAIR = re.compile(r"(\w[\w ]*?): ([-+\d.eE]+)")
 MODDED_PAIR = re.compile(r"(\w+):([-+\d.eE]+)")
 NANO = re.compile(r"^iter (\d+): loss (\S+), time (\S+)ms")
@@ -61,6 +64,14 @@ def _lines(name: str, n: int) -> list[str]:
     if name == "modded-nanogpt":
         return [f"step:{i}/{n} train_loss:{_loss(i, rng):.4f} train_time:{i * 391}ms "
                 f"step_avg:{391 + rng.gauss(0, 2):.2f}ms" for i in range(n)]
+    if name == "fairseq":
+        from losslens.synth import fairseq_lines
+
+        return fairseq_lines(n)
+    if name == "torchtitan":
+        from losslens.synth import torchtitan_lines
+
+        return torchtitan_lines(n)
     if name == "colon":
         return [f"2025-03-02 10:00:00,000 - INFO - Step {i}/{n} | loss: {3 - i / n:.4f} | lr: "
                 f"1.00e-04 | grad norm: 0.812 | tokens/s: 31,{i % 1000:03d}" for i in range(n)]
@@ -92,6 +103,19 @@ def _pairs_loop(pattern: re.Pattern[str]) -> Callable[[Path], object]:
         return pl.DataFrame({k: v[:n] for k, v in cols.items()}).with_columns(
             pl.all().cast(pl.Float64, strict=False))
     return run
+
+
+def _titan_loop(path: Path):
+    import polars as pl
+
+    cols: dict[str, list[str]] = {}
+    with open(path) as f:
+        for line in f:
+            for k, v in TITAN_PAIR.findall(ANSI.sub("", line)):
+                cols.setdefault(k, []).append(v)
+    n = min(len(v) for v in cols.values())
+    return pl.DataFrame({k: v[:n] for k, v in cols.items()}).with_columns(
+        pl.all().str.replace_all(",", "").cast(pl.Float64, strict=False))
 
 
 def _json_loop(path: Path):
@@ -150,6 +174,8 @@ BASELINES: dict[str, tuple[str, Callable[[Path], object], Callable[[Path], objec
     "megatron": ("re.findall 'name: value'", _pairs_loop(COLON_PAIR), None),
     "nanogpt": ("re.match per line", _nano_loop, None),
     "modded-nanogpt": ("re.findall 'name:value'", _pairs_loop(MODDED_PAIR), None),
+    "fairseq": ("re.findall 'key=value'", _pairs_loop(FAIRSEQ_PAIR), None),
+    "torchtitan": ("ANSI re.sub, re.findall 'name: value'", _titan_loop, None),
     "colon": ("re.findall 'name: value'", _pairs_loop(COLON_PAIR), None),
     "kv-kubectl": ("re.findall 'key=value'", _pairs_loop(KV_PAIR), None),
     "kv-ranks": ("re.findall 'key=value'", _pairs_loop(KV_PAIR), None),

@@ -30,10 +30,12 @@ from losslens.synth.logs import (
     bucketed_run_lines,
     dflash_line,
     dflash_lines,
+    fairseq_lines,
     jsonl_lines,
     megatron_lines,
     nanogpt_lines,
     seed004_lines,
+    torchtitan_lines,
 )
 
 __all__ = [
@@ -52,10 +54,12 @@ __all__ = [
     "diverging",
     "jsonl_lines",
     "ladder",
+    "fairseq_lines",
     "megatron_lines",
     "nanogpt_lines",
     "periodic",
     "seed004_lines",
+    "torchtitan_lines",
     "seed_lengths",
     "starved_queue",
     "stuck",

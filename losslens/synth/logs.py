@@ -1,5 +1,5 @@
-"""Log lines in the formats real trainers print (DFlash key=value, nanoGPT, JSON Lines, Megatron),
-with known content: for fixtures and tests."""
+"""Log lines in the formats real trainers print (DFlash key=value, nanoGPT, JSON Lines, Megatron,
+fairseq, torchtitan), with known content: for fixtures and tests."""
 
 from __future__ import annotations
 
@@ -122,6 +122,48 @@ def megatron_lines(n: int = 30, seed: int = 0, rank_prefix: str = "") -> list[st
         if i % 10 == 0:
             out.append(f"{rank_prefix} validation loss at iteration {i * 10} | lm loss value: "
                        f"{loss + 0.1:.6E} | lm loss PPL: {math.exp(loss + 0.1):.6E} | ")
+    return out
+
+
+def fairseq_lines(n: int = 30, seed: int = 0, epoch_updates: int = 1021, every: int = 100) -> list[str]:
+    """fairseq's simple log: a train_inner line every ``every`` updates (``n`` of them), a valid
+    and an epoch-summary line at each epoch's end."""
+    rng = np.random.default_rng(seed)
+    t0 = datetime(2024, 5, 31, 15, 44, 34)
+    out = [f"{t0:%Y-%m-%d %H:%M:%S} | INFO | fairseq_cli.train | Namespace(arch='transformer_lm')"]
+    for i in range(1, n + 1):
+        update = i * every
+        epoch, within = update // epoch_updates + 1, update % epoch_updates
+        loss = 12.8 * (1 + update / 2000) ** -0.3 + rng.normal(0, 0.02)
+        t = t0 + timedelta(seconds=update * 0.15)
+        if within < every and i > 1:  # an epoch ended since the last line
+            out.append(f"{t:%Y-%m-%d %H:%M:%S} | INFO | valid | epoch {epoch - 1:03d} | valid on "
+                       f"'valid' subset | loss {loss + 0.2:.3f} | nll_loss {loss + 0.19:.3f} | ppl "
+                       f"{2 ** (loss + 0.2):.2f} | wps 50000 | wpb 3000 | bsz 120 | num_updates {update}")
+            out.append(f"{t:%Y-%m-%d %H:%M:%S} | INFO | train | epoch {epoch - 1:03d} | loss "
+                       f"{loss:.3f} | nll_loss {loss * 0.99:.3f} | num_updates {update}")
+        out.append(f"{t:%Y-%m-%d %H:%M:%S} | INFO | train_inner | epoch {epoch:03d}: {within:6d} / "
+                   f"{epoch_updates} loss={loss:.3f}, nll_loss={loss * 0.99:.3f}, ppl={2 ** loss:.2f}, "
+                   f"wps={27000 + rng.normal(0, 300):.1f}, ups={6.8 + rng.normal(0, 0.1):.2f}, "
+                   f"wpb=4096, bsz=128, num_updates={update}, lr={1.25e-4 * min(1, update / 4000):.4g}, "
+                   f"gnorm={abs(rng.normal(3, 0.3)):.3f}, loss_scale=8, train_wall=15, gb_free=10.1, "
+                   f"wall={update * 0.15:.0f}")
+    return out
+
+
+def torchtitan_lines(n: int = 30, seed: int = 0, colour: bool = True) -> list[str]:
+    """torchtitan's console: a metrics line a step (ANSI colours, as its logger prints them)."""
+    rng = np.random.default_rng(seed)
+    t0 = datetime(2025, 1, 8, 10, 0, 0)
+    c = [f"\x1b[{k}m" if colour else "" for k in (31, 32, 33, 34, 35, 39)]
+    out = [f"[titan] {t0:%Y-%m-%d %H:%M:%S},000 - root - INFO - Starting job: llama3 debug training"]
+    for i in range(1, n + 1):
+        loss = 8.0 * (1 + i / 50) ** -0.3 + rng.normal(0, 0.02)
+        mem = 39.12 + rng.normal(0, 0.01)
+        out.append(f"[titan] {t0 + timedelta(seconds=i * 1.5):%Y-%m-%d %H:%M:%S},000 - root - INFO - "
+                   f"{c[0]}step: {i:2d}  {c[1]}loss: {loss:7.4f}  {c[2]}memory: {mem:5.2f}GiB"
+                   f"({mem / 95 * 100:.2f}%)  {c[3]}tps: {6500 + int(rng.integers(0, 200)):,}  "
+                   f"{c[4]}mfu: {38.5 + rng.normal(0, 0.2):.2f}%{c[5]}")
     return out
 
 

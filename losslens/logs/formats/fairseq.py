@@ -62,6 +62,7 @@ class Fairseq(Format):
     title = "fairseq simple log (| train_inner | epoch 001: 100 / 1021 loss=..., num_updates=...)"
     example = ("2024-05-31 15:45:00 | INFO | train_inner | epoch 001:    100 / 1021 loss=12.835, "
                "nll_loss=12.704, ppl=6670.89, wps=27054.6, num_updates=100, lr=1.25e-05, gnorm=3.112")
+    rows = "line_columns:fairseq_rows"  # column-wise for large files
 
     def sniff(self, lines: list[str]) -> int:
         # preamble lines of fairseq (preprocess, Namespace) count too: they come first

@@ -1,17 +1,21 @@
-"""Column-wise readers for the regex line formats (nanoGPT, Megatron-LM): each chunk's lines that
-the format's own pattern matches are read with polars' regex kernels into the records its
-per-line parser would emit (``logs.columnar.read_columns`` gives the rest of the lines to that
-parser). Tests check both paths give the same frame."""
+"""Column-wise readers for the regex line formats (nanoGPT, Megatron-LM, fairseq, torchtitan):
+each chunk's lines that the format's own pattern matches are read with polars' regex kernels into
+the records its per-line parser would emit (``logs.columnar.read_columns`` gives the rest of the
+lines to that parser). Tests check both paths give the same frame."""
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
-from losslens.logs.columnar import add_rows, any_of, matched, number_column
+from losslens.logs.base import ANSI, TIMESTAMP
+from losslens.logs.columnar import add_rows, any_of, matched, metric_columns, number_column, times
+from losslens.logs.formats.fairseq import FAIRSEQ_INNER, FAIRSEQ_KV, FAIRSEQ_PIPE, FAIRSEQ_VALID
 from losslens.logs.formats.megatron import MEGA_NAMES, MEGA_VALID
 from losslens.logs.formats.nanogpt import LLMC, LLMC_NEW, MODDED, MODDED_PAIR, NANO_EVAL, NANO_ITER
+from losslens.logs.formats.torchtitan import TITAN, TITAN_PAIR
 from losslens.logs.names import RESERVED, is_eval, unreserved
-from losslens.logs.sink import Sink
+from losslens.logs.sink import MAX_KEYS, Sink
 
 # megatron.MEGA_ITER up to the first '|' (the body, its '(.*)$', is the rest of the line)
 ITER_HEAD = r"^(?<head>\s*iteration\s+(?<step>\d+)\s*/\s*\d+\s*\|)"
@@ -159,3 +163,120 @@ def modded_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object =
                  cols, None, idle=False)
         done = done | new
     return done
+
+
+# characters Python's \w, \s and \d and the regex crate's classes may disagree on (Python takes
+# \x1c-\x1f as space, and '²' as a word character): such lines are the per-line parser's
+_UNSURE = r"[^\x00-\x1b\x20-\x7e]"
+
+
+def _key_columns(fields: pl.DataFrame, n: int, sink: Sink
+                 ) -> tuple[pl.Series, dict[str, pl.Series], pl.Series]:
+    """The (row#, key, value) pairs of ``n`` rows as ``Sink.metrics_from_pairs`` reads them: the
+    step, the metric columns, and the rows left to the per-line parser (a key twice on a line, where
+    the first that reads wins; too many keys; an empty value; text the columns cannot read)."""
+    counts = fields.group_by("row#").agg(pl.len().alias("n"), pl.col("key").n_unique().alias("keys"),
+                                         (pl.col("value") == "").any().alias("empty"))
+    odd = counts.filter((pl.col("n") != pl.col("keys")) | (pl.col("n") > MAX_KEYS) | pl.col("empty"))["row#"]
+    bad = pl.int_range(0, n, eager=True).is_in(odd.implode())
+    fields = fields.filter(~pl.col("row#").is_in(odd.implode()))
+    wide = pl.DataFrame({"row#": pl.int_range(0, n, eager=True)})
+    if fields.height:
+        wide = wide.join(fields.pivot(on="key", index="row#", values="value", aggregate_function="first"),
+                         on="row#", how="left")
+    keys = [c for c in wide.columns if c != "row#"]
+    step, cols, unread = metric_columns(sink, keys, [wide[k] for k in keys], ordered=False, exact=True)
+    return step, cols, any_of([bad, *unread], n)
+
+
+def fairseq_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = None) -> pl.Series:
+    """fairseq's '| train_inner | epoch E: N / M key=value, …' lines (the step the best step key
+    among the pairs, the epoch the head's) and its '| valid | epoch E | name value | …' lines (eval
+    records); the epoch summaries and the rest are the per-line parser's."""
+    sure = pl.select(pl.when(~pl.lit(text).str.contains(_UNSURE)).then(pl.lit(text))).to_series()
+    hit, g = matched(sure, FAIRSEQ_INNER.pattern)
+    done = hit.to_numpy().copy()
+    if hit.any():
+        n = len(g)
+        pairs = pl.DataFrame({"row#": pl.int_range(0, n, eager=True),
+                              "pair": g["4"].str.extract_all(FAIRSEQ_KV.pattern)}).explode("pair")
+        # a match is 'key=value' and the character that ended the value (',', a space, none at the end)
+        cut = pairs["pair"].str.splitn("=", 2)
+        value = cut.struct.field("field_1")
+        fields = pl.DataFrame({"row#": pairs["row#"], "key": cut.struct.field("field_0"), "value": value}
+                              ).filter(pl.col("value").is_not_null()).with_columns(
+            pl.when(pl.col("value").str.contains(r"[,\s]$")).then(pl.col("value").str.head(-1))
+            .otherwise(pl.col("value")))
+        step, cols, bad = _key_columns(fields, n, sink)
+        cols["epoch"] = g["1"].cast(pl.Float64)  # the head's epoch over any 'epoch=' pair, as the parser
+        when = times(text.filter(hit).str.extract(TIMESTAMP.pattern, 1))  # base.leading_time
+        add_rows(sink, {"step": step, "line": lineno.filter(hit), "time": when}, cols, bad)
+        done[np.flatnonzero(done)[bad.to_numpy()]] = False
+    valid = (~hit & sure.str.contains(FAIRSEQ_VALID.pattern).fill_null(False)).to_numpy()
+    if valid.any():
+        rows = pl.Series(valid)
+        _, g = matched(sure.filter(rows), FAIRSEQ_VALID.pattern)
+        n = len(g)
+        parts = pl.DataFrame({"row#": pl.int_range(0, n, eager=True), "part": g["2"].str.split("|")}
+                             ).explode("part")
+        kv = parts["part"].str.extract_groups(FAIRSEQ_PIPE.pattern).struct.unnest()
+        fields = pl.DataFrame({"row#": parts["row#"], "key": kv["1"], "value": kv["2"]}).filter(
+            pl.col("key").is_not_null())
+        step, cols, bad = _key_columns(fields, n, sink)
+        evals: dict[str, pl.Series] = {}
+        clash = [bad]
+        for name, col in cols.items():  # as the parser's removeprefix, then Sink.emit(kind="eval")
+            k = unreserved(name.removeprefix("eval_"))
+            k = k if is_eval(k) or k == "epoch" else "eval_" + k
+            if k in evals:  # two on one line: the later one; the per-line parser decides
+                clash.append(evals[k].is_not_null() & col.is_not_null())
+                col = col.fill_null(evals[k])
+            evals[k] = col
+        bad = any_of(clash, n)
+        when = times(text.filter(rows).str.extract(TIMESTAMP.pattern, 1))
+        add_rows(sink, {"step": step, "line": lineno.filter(rows), "time": when}, evals, bad)
+        valid[np.flatnonzero(valid)[bad.to_numpy()]] = False
+    return pl.Series(done | valid)
+
+
+# TITAN_PAIR as the regex crate takes it: without its look-ahead (a non-finite spelling not
+# followed by a letter), which holds on every line that has no such spelling followed by a letter
+# (those lines, and any 'info' or 'nano', are the per-line parser's)
+_TITAN_PAIR = TITAN_PAIR.pattern.replace("(?![A-Za-z])", "")
+_TITAN_AHEAD = r"(?i)(?:nan|inf)[A-Za-z]"
+
+
+def torchtitan_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = None) -> pl.Series:
+    """torchtitan's 'step: N  loss: X  memory: 9.12GiB(9.60%)  tps: 6,581  mfu: 1.55%' lines, ANSI
+    colours stripped: the step the head's, each 'name: value' pair as the parser finds it."""
+    clean = text.str.replace_all(ANSI.pattern, "")
+    sure = pl.select(pl.when(~pl.lit(clean).str.contains(_UNSURE)).then(pl.lit(clean))).to_series()
+    hit, g = matched(sure, TITAN.pattern)
+    ahead = g["2"].str.contains(_TITAN_AHEAD)
+    if ahead.any():  # the look-ahead decides there: the per-line parser's
+        keep = hit.to_numpy().copy()
+        keep[np.flatnonzero(keep)[ahead.to_numpy()]] = False
+        hit = pl.Series(keep)
+        g = g.filter(~ahead)
+    if not hit.any():
+        return hit
+    n = len(g)
+    pairs = pl.DataFrame({"row#": pl.int_range(0, n, eager=True),
+                          "pair": g["2"].str.extract_all(_TITAN_PAIR)}).explode("pair")
+    # a match is 'key:', spaces, the value and its unit, then perhaps '(…)' (neither holds a ':'
+    # or a '(' before it)
+    cut = pairs["pair"].str.splitn(":", 2)
+    value = cut.struct.field("field_1").str.strip_chars_start(" \t\n\r\f\v").str.splitn("(", 2)
+    fields = pl.DataFrame({"row#": pairs["row#"], "key": cut.struct.field("field_0").str.strip_chars(),
+                           "value": value.struct.field("field_0")}).filter(pl.col("value").is_not_null())
+    _, cols, bad = _key_columns(fields, n, sink)
+    step = g["1"].cast(pl.Int64, strict=False)
+    bad = bad | step.is_null()  # past int64: the parser's
+    line = clean.filter(hit)
+    after = line.str.splitn("] ", 2).struct.field("field_1").fill_null(line)  # as the parser
+    when = times(after.str.extract(TIMESTAMP.pattern, 1)).fill_null(
+        times(line.str.extract(TIMESTAMP.pattern, 1)))
+    add_rows(sink, {"step": step, "line": lineno.filter(hit), "time": when}, cols, bad)
+    done = hit.to_numpy().copy()
+    done[np.flatnonzero(done)[bad.to_numpy()]] = False
+    return pl.Series(done)

@@ -31,6 +31,8 @@ SOURCES = {
     "modded-nanogpt": lambda: [f"step:{i}/3000 train_loss:{4 - i / 1000:.4f} train_time:{i * 391}ms "
                                f"step_avg:391.{i % 10}ms" for i in range(3000)],
     "kv": lambda: [f"[rank{i % 2}]: {x}" for i, x in enumerate(synth.dflash_lines(1500))],
+    "fairseq": lambda: synth.fairseq_lines(1500),
+    "torchtitan": lambda: synth.torchtitan_lines(2500),
 }
 DAMAGE = [b"\r\n", b"\xff\xfe\xc3", b"\x0b", b"\t", b"nan", b"inf", b"-", b"'", b'"', b"{", b"}", b"|",
           b":", b"=", b",", b"[", b"]", b"\n", b" "]

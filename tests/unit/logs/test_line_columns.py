@@ -1,4 +1,5 @@
-"""The column-wise nanoGPT and Megatron readers give exactly what their per-line parsers give."""
+"""The column-wise nanoGPT, Megatron, fairseq and torchtitan readers give exactly what their
+per-line parsers give."""
 
 from __future__ import annotations
 
@@ -14,14 +15,16 @@ pytestmark = pytest.mark.usefixtures("columnar")
 
 
 @pytest.mark.parametrize(("path", "format"), [
-    (FIXTURES / "megatron_ranks.log", "megatron"), (FIXTURES / "nanogpt_nan.log", "nanogpt")])
+    (FIXTURES / "megatron_ranks.log", "megatron"), (FIXTURES / "nanogpt_nan.log", "nanogpt"),
+    (FIXTURES / "fairseq.log", "fairseq"), (FIXTURES / "torchtitan_ansi.log", "torchtitan")])
 def test_fixtures(path, format: str) -> None:
     assert_same(path, format)
 
 
 @pytest.mark.parametrize(("name", "format"), [
     ("megatron-ds-qwen7b-v100-dynamic-freq", "megatron"), ("bloom-tr1-13b-chronicles-loss-spike", "megatron"),
-    ("bloom-tr8-104b-chronicles-divergence", "megatron"), ("nanogpt-termux-cpu-nan", "nanogpt")])
+    ("bloom-tr8-104b-chronicles-divergence", "megatron"), ("nanogpt-termux-cpu-nan", "nanogpt"),
+    ("fairseq-iwslt14-lm-three-restarts", "fairseq")])
 def test_real_logs(name: str, format: str) -> None:
     assert_same(reallog(name), format)
 
@@ -50,11 +53,44 @@ MEGA_ODD = [
 ]
 
 
+FAIRSEQ_ODD = [
+    "", "2024-05-31 15:45:10 | INFO | train_inner | epoch 001:    100 / 1021 loss=nan, num_updates=7",
+    "| train_inner | epoch 002: 5 / 9 loss=inf, nll_loss=-inf, num_updates=8, epoch=7",  # epoch twice
+    "2024-05-31 15:45:10 | INFO | train_inner | epoch 001: 9 / 9 loss=2.5, loss=2.6, num_updates=9",
+    "| train_inner | epoch 001: 9 / 9 lr=1e-4, num_updates=10",  # no loss
+    "| train_inner | epoch 001: 9 / 9 loss=2.5,num_updates=11 ppl=,, wall=1,024",
+    "| train_inner | epoch 001: 9 / 9 loss=[2.5], num_updates=12, gnorm=1.5x",
+    "| train_inner | epoch 001: 9 / 9 train_loss=2.5, loss=2.6, num_updates=13, update=14",
+    "| train_inner | epoch 001: 9 / 9 ",
+    "2024-05-31 15:45:10 | INFO | fairseq.trainer | begin training epoch 2",
+    "2024-05-31 15:47:24 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 9.86 | num_updates 500",
+    "| valid | epoch 002 | loss 9.8 | eval_loss 9.9 | num_updates 600",  # one name twice
+    "| valid | epoch 002 | loss nan | line 5 | rank 2 | ppl 1,024 | num_updates 700",  # reserved names
+    "| valid | epoch 002 | num_updates 800 | best_loss 9.7",  # an eval metric only
+    "| valid | epoch 002 | num_updates 900 | wps 50000 |  | bsz 1 2",  # no metric
+    "2024-05-31 15:47:24 | INFO | train | epoch 001 | loss 9.544 | nll_loss 8.942 | num_updates 500",
+    "  (0): TransformerDecoderLayer(", "Traceback (most recent call last):",
+]
+
+
+TITAN_ODD = [
+    "", "[titan] 2025-01-08 10:00:01,000 - root - INFO - step:  7  loss:     nan  memory:  9.12GiB(9.60%)",
+    "step: 8  loss: -inf  tps: inf  mfu: NaN%", "step: 9  loss: nanx  tps: 1", "step: 10  loss: 2.5  info: 3",
+    "step: 11  loss: 2.5  loss: 2.6", "step: 12  loss: 1,5  grad_norm: 0.5e1  lr: 3e-4",
+    "step: 13  loss: Infinity  tps: 6,581(x)",
+    "\x1b[31mstep: 14\x1b[39m  \x1b[32mloss: 2.4\x1b[39m", "step: 15  loss: -  memory: GiB",
+    "[titan] 2025-01-08 10:00:01,000 - root - WARNING - Traceback (most recent call last):",
+    "2025-13-45 10:00:00 step: 16  loss: 2.3", "[x] 2025-01-08 10:00:02 step: 17  loss: 2.2",
+]
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_generated_with_odd_lines(tmp_path, seed: int) -> None:
     rng = random.Random(seed)
     for format, lines, odd in (("nanogpt", synth.nanogpt_lines(6000, every=2, seed=seed), NANO_ODD),
-                               ("megatron", synth.megatron_lines(2000, seed=seed), MEGA_ODD)):
+                               ("megatron", synth.megatron_lines(2000, seed=seed), MEGA_ODD),
+                               ("fairseq", synth.fairseq_lines(3000, seed=seed), FAIRSEQ_ODD),
+                               ("torchtitan", synth.torchtitan_lines(3000, seed=seed), TITAN_ODD)):
         lines = list(lines)
         for _ in range(120):
             lines.insert(rng.randrange(len(lines)), rng.choice(odd))
@@ -65,11 +101,13 @@ def test_generated_with_odd_lines(tmp_path, seed: int) -> None:
 
 
 @pytest.mark.parametrize("prefix", ["[rank{r}]: ", "[default{r}]: ", "2024-05-01T10:00:{s:02d}.5Z "])
-def test_ranked_and_timestamped_megatron(tmp_path, prefix: str) -> None:
-    lines = [prefix.format(r=i % 2, s=i % 60) + x for i, x in enumerate(synth.megatron_lines(1000))]
+@pytest.mark.parametrize("format", ["megatron", "fairseq"])
+def test_ranked_and_timestamped(tmp_path, prefix: str, format: str) -> None:
+    source = synth.megatron_lines(1000) if format == "megatron" else synth.fairseq_lines(1000)
+    lines = [prefix.format(r=i % 2, s=i % 60) + x for i, x in enumerate(source)]
     path = tmp_path / "p.log"
     path.write_text("\n".join(lines) + "\n")
-    assert_same(path, "megatron")
+    assert_same(path, format)
 
 
 @pytest.mark.parametrize("name", ["modded-nanogpt-2024-11-14-run-932bbe0e", "llmc-old-format-adamw-baseline",
@@ -97,3 +135,29 @@ def test_modded_nanogpt_with_odd_lines(tmp_path, seed: int) -> None:
     path = tmp_path / "modded.log"
     path.write_text("\n".join(lines) + "\n")
     assert_same(path, "modded-nanogpt")
+
+
+HUGE = "99999999999999999999"  # a step past int64: no step on either path (the step before it)
+HUGE_STEPS = {
+    "nanogpt": [f"iter {HUGE}: loss 2.5, time 3ms, mfu 1%", f"step {HUGE}: train loss 2.1, val loss 2"],
+    "megatron": [f" iteration {HUGE}/   10000 | lm loss: 2.5 |",
+                 f" validation loss at iteration {HUGE} | lm loss value: 2.9 |"],
+    "modded-nanogpt": [f"step:{HUGE}/100 train_loss:3.4", f"s:{HUGE} trl:4.25"],
+    "fairseq": [f"| train_inner | epoch 001: 9 / 9 loss=2.5, num_updates={HUGE}",
+                f"| valid | epoch 001 | loss 2.4 | num_updates {HUGE}"],
+    "torchtitan": [f"step: {HUGE}  loss: 2.5"],
+}
+
+
+@pytest.mark.parametrize("format", list(HUGE_STEPS))
+def test_step_past_int64(tmp_path, format: str) -> None:
+    lines = {"nanogpt": lambda: synth.nanogpt_lines(600, every=2),
+             "megatron": lambda: synth.megatron_lines(300),
+             "modded-nanogpt": lambda: [f"step:{i}/500 train_loss:{4 - i / 200:.4f}" for i in range(500)],
+             "fairseq": lambda: synth.fairseq_lines(300),
+             "torchtitan": lambda: synth.torchtitan_lines(500)}[format]()
+    for i, x in enumerate(HUGE_STEPS[format] * 3):
+        lines.insert(50 + 97 * i, x)
+    path = tmp_path / "huge.log"
+    path.write_text("\n".join(lines) + "\n")
+    assert_same(path, format)
