@@ -1,13 +1,15 @@
 """Vectorised reading of CSV metric tables: the header through the per-line parser (its delimiter,
 names and step column), then each chunk's rows through polars' CSV reader as text columns and
 the shared column rules (``logs.columnar``). A row polars could split differently from Python's
-``csv`` module (a quote inside a field, a quoted field running over the line's end), a row with
+``csv`` module (a quote inside a field, a quoted field running over the line's end, a '\r' inside
+it, a row longer than the module's field limit), a row with
 the wrong number of fields, and a step that is no number go to the per-line parser, which gives
 their skip reasons.
 """
 
 from __future__ import annotations
 
+import csv
 import io
 import re
 
@@ -23,7 +25,7 @@ def _simple_row(sep: str, width: int) -> str:
     """A row of ``width`` fields each bare (no quote) or wholly quoted (no quote inside): split
     the same way by polars and by the csv module."""
     s = r"\t" if sep == "\t" else re.escape(sep)
-    field = rf'(?:"[^"]*"|[^"{s}]*)'
+    field = rf'(?:"[^"\r]*"|[^"{s}\r]*)'  # (a '\r' inside a row: the csv module's error)
     return rf"^{field}(?:{s}{field}){{{width - 1}}}\r?$"
 
 
@@ -81,8 +83,8 @@ def csv_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: _CsvParser)
         if blank.all():
             return pl.Series(done)
         first = int(blank.not_().arg_true()[0])
-        reason = parser.feed(int(lineno[first]), text[first])
-        assert reason is None  # a header line is always understood
+        if parser.feed(int(lineno[first]), text[first]) is not None:
+            return pl.Series(done)  # no header (the parser gives the reason, and takes the next line)
         done[first] = True
         start = first + 1
     header = parser.header
@@ -90,7 +92,8 @@ def csv_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: _CsvParser)
         return pl.Series(done)
     body = text.slice(start)
     simple = (body.str.contains(_simple_row(parser.delimiter, len(header)))
-              & ~body.str.contains("\x00", literal=True)).fill_null(False)
+              & ~body.str.contains("\x00", literal=True)
+              & (body.str.len_bytes() <= csv.field_size_limit())).fill_null(False)  # (over it: an error)
     df = _rows(parser, body.filter(simple)) if simple.any() else None
     if df is not None:
         at = start + simple.arg_true().to_numpy()

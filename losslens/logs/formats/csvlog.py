@@ -33,7 +33,10 @@ class _CsvParser(RegexLineParser):
             self.step_col, self.epoch_as_step = lowered.index("epoch"), True
 
     def feed(self, lineno: int, line: str) -> str | None:
-        cells = next(csv.reader([line.rstrip("\r")], delimiter=self.delimiter))
+        try:
+            cells = next(csv.reader([line.rstrip("\r")], delimiter=self.delimiter))
+        except csv.Error as exc:  # a lone '\r' inside the row, a field over the csv module's limit
+            return "a line break inside a CSV row" if "new-line" in str(exc) else "unreadable CSV row"
         if self.header is None:
             self._set_header(cells)
             return None

@@ -80,3 +80,20 @@ def test_prefixed_rows(tmp_path, prefix: str) -> None:
     lines.insert(700, prefix + ODD[6].format(step=700))
     (tmp_path / "p.csv").write_text("\n".join(lines) + "\n")
     assert_same(tmp_path / "p.csv", "csv")
+
+
+def test_rows_the_csv_module_cannot_read(tmp_path) -> None:
+    """A lone '\\r' inside a row and a field over the csv module's limit made csv.reader raise (a
+    traceback from `check`): each is a skip with its reason, on both paths."""
+    from losslens import read_log
+
+    rows = ["step,loss,lr"] + [f"{i},{3 - i / 1000:.4f},1e-4" for i in range(2000)]
+    rows[5], rows[9] = "4,2.99\r6,1e-4", "8\r,2.9,1e-4"
+    rows[7] = '6,"' + "x" * 200_000 + '",1e-4'
+    rows[11] = '10,"2.8\r",1e-4'  # inside quotes the csv module keeps it
+    path = tmp_path / "cr.csv"
+    path.write_bytes(("\n".join(rows) + "\n").encode())
+    assert_same(path, "csv")
+    log = read_log(path)
+    assert dict(log.lines.skipped) == {"a line break inside a CSV row": 2, "unreadable CSV row": 1}
+    assert log.train.height == 1997
