@@ -118,10 +118,12 @@ def _read_run(path: str, format: str | None) -> LogData | None:
 
 
 def _read(src: Source, format: str | None) -> LogData:
+    if not src.head.strip(b"\n") and src.first_nul is not None:  # a hole: look past it once
+        src.extend_head(SNIFF_DEEP_BYTES)
     if not src.head:
         raise InputError("empty file: no lines to read", source=src.name)
     if src.is_binary:
-        at = src.head.index(b"\x00")
+        at = src.first_nul
         hint = " (UTF-16 text? convert it to UTF-8)" if src.head[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
         raise InputError(f"binary data (NUL byte at offset {at}), not a text log{hint}",
                          source=src.name)
@@ -145,4 +147,8 @@ def _read(src: Source, format: str | None) -> LogData:
     sink, acc = Sink(source_name=os.path.basename(src.name)), Accounting()
     strip = not fmt.whole_file and strips(fmt, head_lines)
     fmt.read(src, sink, acc, strip, head_lines[:SNIFF_LINES])
+    if src.hole_bytes:
+        sink.notes.append(f"{src.hole_bytes:,} NUL bytes at line starts passed over (a hole in the file: a "
+                          "crash before the disk caught up, or copytruncate rotating a log whose writer "
+                          "does not append)")
     return assemble(src.name, fmt.name, sink, acc)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
 import sys
 import zlib
 from collections.abc import Iterator
@@ -40,6 +41,9 @@ class Source:
         self.cr_lines = b"\r" in self.head and b"\n" not in self.head
         if self.cr_lines:
             self.head = self.head.replace(b"\r", b"\n")
+        self._raw_head = self.head  # as read; ``head`` is without the NUL runs that open lines
+        self.head = without_holes(self.head)
+        self.hole_bytes = 0  # NUL bytes passed over at line starts, counted as ``chunks`` reads
         self._consumed = False
 
     def extend_head(self, limit: int) -> bool:
@@ -50,12 +54,24 @@ class Source:
             more = self._stream.read(limit - len(self.head))
         except (OSError, EOFError, zlib.error) as exc:
             raise InputError(f"cannot read: {_reason(exc)}", source=self.name) from None
-        self.head += more.replace(b"\r", b"\n") if self.cr_lines else more
+        self._raw_head += more.replace(b"\r", b"\n") if self.cr_lines else more
+        self.head = without_holes(self._raw_head)
         return bool(more)
 
     @property
+    def first_nul(self) -> int | None:
+        """The offset of the first NUL byte in the head as read, or None."""
+        at = self._raw_head.find(b"\x00")
+        return None if at < 0 else at
+
+    @property
     def is_binary(self) -> bool:
-        return b"\x00" in self.head
+        """NUL bytes in the head, and fewer than half of its lines text: a binary file (or UTF-16),
+        not a text log with a hole in it (see ``without_holes``)."""
+        if self.first_nul is None:
+            return False
+        lines = [x for x in self.head.split(b"\n") if x.strip()]
+        return 2 * sum(1 for x in lines if not _CONTROL.search(x)) < len(lines)
 
     def chunks(self, size: int = CHUNK_BYTES, max_line: int | None = MAX_LINE) -> Iterator[bytes]:
         """The file in pieces that end at a line end. A line longer than ``max_line`` bytes is
@@ -64,10 +80,18 @@ class Source:
         if self._consumed:
             raise RuntimeError("a Source is read once")
         self._consumed = True
+        for chunk in self._chunks(size, max_line):
+            if b"\x00" in chunk:
+                clean = without_holes(chunk)
+                self.hole_bytes += len(chunk) - len(clean)
+                chunk = clean
+            yield chunk
+
+    def _chunks(self, size: int, max_line: int | None) -> Iterator[bytes]:
         pending: list[bytes] = []  # the unfinished line, in pieces
-        held, cut, done = 0, False, len(self.head)
+        held, cut, done = 0, False, len(self._raw_head)
         mark = b" [line cut at %d bytes]" % (max_line or 0)
-        more = self.head
+        more = self._raw_head
         while True:
             nl = more.rfind(b"\n") + 1
             if nl:
@@ -119,6 +143,22 @@ class Source:
     def close(self) -> None:
         if self._stream is not sys.stdin.buffer:
             self._stream.close()
+
+
+_HOLE = re.compile(rb"^\x00+", re.MULTILINE)
+_CONTROL = re.compile(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]")  # (not \t \n \v \f \r or ESC)
+
+
+def without_holes(chunk: bytes) -> bytes:
+    """``chunk`` (whole lines) without the NUL bytes that open a line: a hole in the file (a crash
+    before the disk caught up, or copytruncate rotating a log whose writer does not append) ends
+    where writing resumed, at a line's start. A NUL inside a line stays (the line is damaged)."""
+    return _HOLE.sub(b"", chunk) if b"\x00" in chunk else chunk
+
+
+def line_text(raw: bytes) -> str:
+    """One line's bytes as text, without a NUL run that opens it (see ``without_holes``)."""
+    return (raw.lstrip(b"\x00") if raw[:1] == b"\x00" else raw).decode("utf-8", errors="replace")
 
 
 def decode_lines(chunk: bytes) -> list[str]:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from losslens.logs.source import MAX_LINE
+from losslens.logs.source import MAX_LINE, line_text
 
 _BREAK = re.compile(rb"\r(?!\n)|\n")
 
@@ -193,7 +193,7 @@ class Follower:
     def _lines(self, chunks: list[bytes]) -> list[str]:
         lines, self.partial = complete_lines(self.partial + b"".join(chunks))
         self.lines += len(lines)
-        return [x.decode("utf-8", errors="replace") for x in lines]
+        return [line_text(x) for x in lines]
 
     def _flush_partial(self, chunks: list[bytes]) -> None:
         # a last line without a newline in a file that gets no more is complete
@@ -253,12 +253,12 @@ def stdin_lines(q: queue.Queue[list[str] | None]) -> None:
     memory stays flat."""
     split = Splitter()
     while chunk := os.read(sys.stdin.fileno(), 1 << 16):  # what has arrived, not a full block
-        lines = [raw.decode("utf-8", errors="replace") for raw in split.feed(chunk)]
+        lines = [line_text(raw) for raw in split.feed(chunk)]
         if lines:
             q.put(lines)
     rest = split.rest()
     if rest.rstrip(b"\r"):
-        q.put([rest.decode("utf-8", errors="replace")])
+        q.put([line_text(rest)])
     q.put(None)
 
 

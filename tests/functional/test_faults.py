@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from losslens import read_log
+from losslens import read_log, synth
 from losslens.analysis import analyze
 from losslens.cli import app
 
@@ -312,3 +312,46 @@ def test_a_line_past_8_mib_is_cut_and_counted(tmp_path: Path) -> None:
     ln, text = log.lines.examples["unrecognised line"]
     assert ln == 11 and text == "x" * 160
     assert log.train["step"].to_list() == list(range(30))
+
+
+def _nan_log(n: int = 3000, nan_at: int = 2500) -> list[str]:
+    lines = list(synth.dflash_lines(n))
+    lines[nan_at] = lines[nan_at].replace(lines[nan_at].split()[3], "loss=nan")
+    return lines
+
+
+@pytest.mark.parametrize(("where", "hole"), [
+    ("start", 100_000),  # copytruncate, a writer that does not append: the old size as a hole
+    ("start", 3_000_000),  # a hole past the sniffed head
+    ("between", 8192),  # a crash: blocks the disk never got, then the restarted run appends
+    ("end", 65536),  # a crash at the end: the file's size written, not its last blocks
+])
+@pytest.mark.parametrize("small", [True, False])
+def test_a_hole_of_nul_bytes_is_passed_over(tmp_path: Path, monkeypatch, where: str, hole: int,
+                                            small: bool) -> None:
+    """A log with a run of NUL bytes was 'binary data' (exit 2, nothing read): the NULs that open a
+    line are passed over with a note, the lines read, a NaN after the hole found."""
+    if not small:
+        monkeypatch.setattr("losslens.logs.base.SMALL_BYTES", 0)  # the column-wise path too
+    lines = _nan_log()
+    text = [("\n".join(part) + "\n").encode() for part in (lines[:1000], lines[1000:])]
+    data = {"start": b"\x00" * hole + text[0] + text[1], "between": text[0] + b"\x00" * hole + text[1],
+            "end": text[0] + text[1] + b"\x00" * hole}[where]
+    path = tmp_path / "run.log"
+    path.write_bytes(data)
+    log = read_log(path)
+    assert log.train.height == 3000 and log.lines.total == 3000 and not log.lines.skipped
+    assert f"{hole:,} NUL bytes at line starts passed over (a hole in the file" in log.notes[0]
+    nan = [f for f in analyze(log).findings if f.kind == "nonfinite"]
+    assert nan and nan[0].start_step == int(lines[2500].split()[2].removeprefix("step="))
+
+
+def test_a_nul_inside_a_line_skips_that_line(tmp_path: Path) -> None:
+    lines = [f"step={s} loss={2 - s / 100}" for s in range(30)]
+    lines[10] = "step=10 loss=1.\x00\x00\x00"  # a hole that starts mid-line: the value is cut
+    path = tmp_path / "run.log"
+    path.write_text("\n".join(lines) + "\n")
+    log = read_log(path)
+    assert log.train.height == 29 and dict(log.lines.skipped) == {"binary data": 1}
+    code, _ = run("check", "run.log", cwd=tmp_path)
+    assert code == 0

@@ -291,3 +291,18 @@ def test_a_large_batch_of_any_column_wise_format_reads_the_same(monkeypatch, nam
     lines[900:900] = ["", "Traceback (most recent call last):"]
     one, many = _line_by_line_and_batched(monkeypatch, lines, 400)
     assert len(many.train) == 400 and _rows(many) == _rows(one)
+
+
+def test_copytruncate_with_a_writer_that_does_not_append(tmp_path: Path) -> None:
+    """The writer keeps its offset after logrotate's copytruncate: the file starts again with a
+    hole of NUL bytes the old size, then the new lines; they are read (not 'binary data')."""
+    path = tmp_path / "run.log"
+    _write(path, range(0, 100))
+    f = Follower(str(path))
+    assert _steps(f.poll()) == list(range(100))
+    old = path.stat().st_size
+    os.truncate(path, 0)
+    with open(path, "r+b") as h:  # what a writer without O_APPEND does next
+        h.seek(old)
+        h.write("".join(f"step={s} loss=2.0\n" for s in range(100, 120)).encode())
+    assert _steps(f.poll()) == list(range(100, 120))
