@@ -347,6 +347,8 @@ def check(
                 err.print(f"{report.source}: {len(report.findings)} finding(s)"
                           f"{f', worst {worst}' if worst is not None else ''}; "
                           f"{report.steps['count']} records; {verdict} (--fail-on {threshold})", markup=False)
+                for note in r.log.lost if r.log is not None else ():  # the answer is on part of it
+                    err.print(f"{report.source}: note: {note}", markup=False)
             if run.verbose:
                 for sk in report.skipped:
                     err.print(f"{report.source}: could not check {sk.detector} on {sk.metric}: "

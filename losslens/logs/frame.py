@@ -41,7 +41,8 @@ class LogData:
     per metric under its canonical name (``loss``, ``lr``, ``grad_norm``…; ``names`` maps each back
     to the log's own key). ``lines``: the accounting (parsed + skipped by reason + blank == total).
     ``segments``: runs split where the step went backwards. ``notes``: what the reader noticed
-    (restarts, ranks, buffered stdout)."""
+    (restarts, ranks, buffered stdout); ``lost``: those of them that say the file held more than
+    could be read."""
 
     source: str
     format: str
@@ -51,6 +52,8 @@ class LogData:
     segments: tuple[Segment, ...]
     names: dict[str, str] = field(default_factory=dict)  # canonical → original key
     notes: tuple[str, ...] = ()
+    lost: tuple[str, ...] = ()  # what the read could not take (a gzip file cut short, a hole of
+    # NUL bytes): among the notes too, and said by `check` on stderr
     lists: tuple[str, ...] = ()  # list columns a large log holds as their min and mean only
 
     @property
@@ -184,7 +187,7 @@ def assemble(source: str, fmt: str, sink: Sink, acc: Accounting) -> LogData:
     """The sink's records (and accounting) as a LogData: canonical types, one rank of a
     torchrun job, steps filled in, restart segments, eval records placed in their segment. Every
     reader ends here, and so do `watch`'s windows."""
-    notes = list(sink.notes) + sink.mixed_notes()
+    notes = list(sink.lost) + list(sink.notes) + sink.mixed_notes()
     train_parts, eval_parts = _one_rank(_parts(sink, False), _parts(sink, True), acc, notes)
     if sink.compactors is not None:
         notes.append(NARROW_NOTE)
@@ -213,7 +216,7 @@ def assemble(source: str, fmt: str, sink: Sink, acc: Accounting) -> LogData:
         notes.append(f"the step went backwards {len(segments) - 1} time(s): "
                      f"{len(segments)} segments (restarts), analysed apart")
     return LogData(source=source, format=fmt, train=train, eval=_ordered(evals), lines=acc,
-                   segments=segments, names=dict(sink.names), notes=tuple(notes),
+                   segments=segments, names=dict(sink.names), notes=tuple(notes), lost=tuple(sink.lost),
                    lists=tuple(sink.compactors[0].lists) if sink.compactors else ())
 
 

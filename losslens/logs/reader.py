@@ -121,7 +121,8 @@ def _read(src: Source, format: str | None) -> LogData:
     if not src.head.strip(b"\n") and src.first_nul is not None:  # a hole: look past it once
         src.extend_head(SNIFF_DEEP_BYTES)
     if not src.head:
-        raise InputError("empty file: no lines to read", source=src.name)
+        raise InputError(f"{src.stopped}: nothing decompresses" if src.stopped else
+                         "empty file: no lines to read", source=src.name)
     if src.is_binary:
         at = src.first_nul
         hint = " (UTF-16 text? convert it to UTF-8)" if src.head[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
@@ -147,8 +148,10 @@ def _read(src: Source, format: str | None) -> LogData:
     sink, acc = Sink(source_name=os.path.basename(src.name)), Accounting()
     strip = not fmt.whole_file and strips(fmt, head_lines)
     fmt.read(src, sink, acc, strip, head_lines[:SNIFF_LINES])
+    if src.stopped:  # a gzip log cut short
+        sink.lost.append(f"{src.stopped}: read up to there")
     if src.hole_bytes:
-        sink.notes.append(f"{src.hole_bytes:,} NUL bytes at line starts passed over (a hole in the file: a "
+        sink.lost.append(f"{src.hole_bytes:,} NUL bytes at line starts passed over (a hole in the file: a "
                           "crash before the disk caught up, or copytruncate rotating a log whose writer "
                           "does not append)")
     return assemble(src.name, fmt.name, sink, acc)

@@ -88,6 +88,7 @@ class Sink:
     frames: list[pl.DataFrame] = field(default_factory=list)  # vectorised readers
     eval_frames: list[pl.DataFrame] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)  # what the read could not take (see LogData.lost)
     idle_lines: list[int] = field(default_factory=list)  # vectorised rows that held no metric
     source_name: str = ""  # the file's base name (an MLflow metric file is named by its metric)
     # a large log's frames are compacted as they come (see compact.py): train, eval

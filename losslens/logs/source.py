@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import io
 import os
 import re
@@ -57,6 +56,11 @@ class Source:
         self._raw_head += more.replace(b"\r", b"\n") if self.cr_lines else more
         self.head = without_holes(self._raw_head)
         return bool(more)
+
+    @property
+    def stopped(self) -> str | None:
+        """Why a gzip log's data ended before its end (see ``Gunzip``), once read."""
+        return getattr(self._stream, "stopped", None)
 
     @property
     def first_nul(self) -> int | None:
@@ -180,6 +184,62 @@ def _reason(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+class Gunzip:
+    """A gzip stream read as far as it goes, members one after another (``cat a.gz b.gz``): where
+    the data ends before a member's end marker (a file cut short: a full disk, a copy or a rotation
+    interrupted) or stops being gzip, what came before is kept and ``stopped`` says why (the
+    gzip module raises there, and what it had decompressed of the last block is lost)."""
+
+    BLOCK = 1 << 14  # compressed bytes a step (at most ~16 MiB decompressed from one)
+
+    def __init__(self, raw: BinaryIO):
+        self._raw = raw
+        self._z = zlib.decompressobj(31)
+        self._fresh = True  # the current member has had no input yet
+        self._out = bytearray()
+        self._done = False
+        self.compressed = 0
+        self.stopped: str | None = None
+
+    def read(self, n: int = -1) -> bytes:
+        while not self._done and (n < 0 or len(self._out) < n):
+            self._step()
+        size = len(self._out) if n < 0 else min(n, len(self._out))
+        out = bytes(self._out[:size])
+        del self._out[:size]
+        return out
+
+    def _step(self) -> None:
+        block = self._raw.read(self.BLOCK)
+        if not block:
+            if not self._fresh and not self._z.eof:
+                self._out += self._z.flush()
+                self.stopped = (f"the gzip data ends before its end marker, after {self.compressed:,} "
+                                "compressed bytes (a file cut short)")
+            self._done = True
+            return
+        self.compressed += len(block)
+        data = block
+        while data:
+            if self._fresh and not data.strip(b"\x00"):
+                return  # zeros after the last member (padding), as gzip(1) allows
+            try:
+                self._out += self._z.decompress(data)
+            except zlib.error as exc:
+                self.stopped = (f"the gzip data is damaged within its first {self.compressed:,} "
+                                f"compressed bytes ({exc})")
+                self._done = True
+                return
+            self._fresh = False
+            if not self._z.eof:
+                return
+            data = self._z.unused_data  # the next member, if any
+            self._z, self._fresh = zlib.decompressobj(31), True
+
+    def close(self) -> None:
+        self._raw.close()
+
+
 def open_source(path: str | os.PathLike[str]) -> Source:
     """Open ``path`` ('-' is standard input); gzip is recognised by content, not suffix."""
     name = os.fspath(path)
@@ -206,6 +266,6 @@ def open_source(path: str | os.PathLike[str]) -> Source:
     stream: BinaryIO = buffered
     fd = raw.fileno() if size is not None else None
     if magic == GZIP_MAGIC:
-        stream = gzip.GzipFile(fileobj=buffered, mode="rb")  # type: ignore[assignment]
+        stream = Gunzip(buffered)  # type: ignore[assignment]
         size = fd = None  # the bytes read are uncompressed: no total to compare them with
     return Source(display, stream, size, fd)

@@ -355,3 +355,39 @@ def test_a_nul_inside_a_line_skips_that_line(tmp_path: Path) -> None:
     assert log.train.height == 29 and dict(log.lines.skipped) == {"binary data": 1}
     code, _ = run("check", "run.log", cwd=tmp_path)
     assert code == 0
+
+
+def _gz(text: str) -> bytes:
+    import gzip
+
+    return gzip.compress(text.encode(), mtime=0)
+
+
+def test_a_gzip_log_cut_short_is_read_up_to_the_cut(tmp_path: Path) -> None:
+    """A .gz cut short (a full disk, an interrupted copy or rotation) was 'cannot read' (exit 2,
+    nothing read): what decompresses is read, the NaN in it found, and `check` says the file was
+    cut short."""
+    lines = _nan_log(20000, 15000)
+    whole = _gz("\n".join(lines) + "\n")
+    path = tmp_path / "run.log.gz"
+    path.write_bytes(whole[: len(whole) * 9 // 10])
+    log = read_log(path)
+    assert 15000 < log.train.height < 20000 and log.lines.total == log.train.height + 1  # + the cut line
+    assert log.lost[0].startswith("the gzip data ends before its end marker, after ")
+    assert log.lost[0] in log.notes
+    code, err = run("check", "run.log.gz", cwd=tmp_path)
+    assert code == 1 and "run.log.gz: note: the gzip data ends before its end marker" in err
+    damaged = bytearray(whole)
+    damaged[len(whole) // 2:len(whole) // 2 + 64] = b"\xff" * 64  # damaged in the middle
+    path.write_bytes(bytes(damaged))
+    log = read_log(path)
+    assert 5000 < log.train.height < 20000 and "the gzip data is damaged within its first" in log.lost[0]
+
+
+def test_gzip_members_and_padding(tmp_path: Path) -> None:
+    """Members one after another (`cat a.gz b.gz`) and zeros after the last are one whole log."""
+    lines = [f"step={s} loss={2 - s / 1000}" for s in range(1000)]
+    path = tmp_path / "run.log.gz"
+    path.write_bytes(_gz("\n".join(lines[:600]) + "\n") + _gz("\n".join(lines[600:]) + "\n") + b"\x00" * 512)
+    log = read_log(path)
+    assert log.train.height == 1000 and not log.lost
