@@ -191,3 +191,20 @@ def test_step_past_int64_is_no_step(tmp_path: Path, name: str, text: str, record
     log = read_log(path)
     assert log.train.height == records
     assert any("without a step number" in n or "no step numbers" in n for n in log.notes)
+
+
+def test_a_csv_with_damaged_rows_near_its_header_is_still_csv(tmp_path: Path) -> None:
+    """One or two damaged rows among the first twenty made a metrics CSV 'no known log format'
+    (exit 2, nothing read): they are skipped rows of a CSV log."""
+    rows = ["epoch,accuracy,loss,val_loss"] + [
+        f"{i},{0.5 + i / 400:.4f},{2 - i / 200:.4f},{2.1 - i / 200:.4f}" for i in range(200)]
+    rows[2] = "1,0.5025,1.9950"  # a field lost
+    rows[9] = '8,"0.52,1.96,2.06'  # a stray quote and comma
+    rows[150] = "149,0.8725,nan,1.36"
+    path = tmp_path / "training_log.csv"
+    path.write_text("\n".join(rows) + "\n")
+    log = read_log(path)
+    assert log.format == "csv" and log.train.height == 198
+    assert dict(log.lines.skipped) == {"wrong number of CSV fields": 2}
+    proc = run("check", str(path))
+    assert proc.returncode == 1 and b"nonfinite" in proc.stdout

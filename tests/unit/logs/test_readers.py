@@ -7,7 +7,7 @@ import math
 import polars as pl
 import pytest
 
-from losslens import read_log
+from losslens import read_log, synth
 from losslens.errors import FormatError
 from losslens.logs import BY_NAME, FORMATS, sniff
 from tests.conftest import FIXTURES
@@ -375,3 +375,18 @@ def test_a_metric_named_like_a_record_column_is_renamed(tmp_path) -> None:
     log = read_log(path)
     assert log.train["line"].to_list() == [1, 2] and log.train["line_value"].to_list() == [70.0, 71.0]
     assert log.train["rank_value"].to_list() == [3.0, 3.0] and log.train.height == 2
+
+
+def test_csv_header_names_with_any_characters(tmp_path) -> None:
+    """Column names such as 'eval/acc@k=5' or 'loss{rank=0}' are a header (only a quote or a
+    control character is not); a key=value line with a list in it is no header (its commas cut
+    numbers)."""
+    rows = ["step,eval/acc@k=5,loss,grad{norm}"] + [f"{i},0.5,{2 - i / 100:.3f},1.5" for i in range(30)]
+    path = tmp_path / "m.csv"
+    path.write_text("\n".join(rows) + "\n")
+    log = read_log(path)
+    assert log.format == "csv" and log.train.height == 30 and log.eval.height == 30
+    assert log.names["eval_acc_k_5"] == "eval/acc@k=5" and "grad{norm}" in log.names.values()
+    kv = tmp_path / "kv.log"
+    kv.write_text("\n".join(synth.dflash_lines(30)) + "\n")
+    assert read_log(kv).format == "kv"
