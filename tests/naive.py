@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+from collections.abc import Sequence
 from pathlib import Path
 
 from polars.testing import assert_frame_equal
@@ -44,3 +46,10 @@ def assert_same_as_per_line(path: str | Path, format: str) -> None:
                            check_dtypes=False, check_exact=True)
     assert fast.segments == slow.segments
     assert fast.names == slow.names
+
+
+def sprinkle(lines: list[str], odd: Sequence[str], times: int, rng: random.Random) -> list[str]:
+    """``lines`` with ``times`` lines drawn from ``odd`` put in at random places (in place)."""
+    for _ in range(times):
+        lines.insert(rng.randrange(len(lines)), rng.choice(odd))
+    return lines

@@ -31,6 +31,7 @@ from losslens.logs.names import (
 from losslens.logs.sink import Accounting, Sink, feed_line
 from losslens.logs.source import Source, count_lines, decode_lines
 
+GROUPED = r"^[-+]?[0-9][0-9,]*(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?$"  # digits with commas, nothing else
 CLOCK = r"^(?:(?<d>\d+) (?i:days?), )?(?<h>\d+):(?<m>\d\d):(?<s>\d\d(?:\.\d+)?)$"
 LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ%/()"
 
@@ -101,6 +102,14 @@ def number_column(raw: pl.Series, exact: bool = True) -> tuple[pl.Series, pl.Ser
         missed = raw.is_not_null() & value.is_null()
     if not exact or not missed.any():
         return value, missed
+    grouped = missed & raw.str.contains(GROUPED)  # '2,097,152': parse_number drops the commas
+    if grouped.any():
+        where = grouped.arg_true()
+        value = value.scatter(where, raw.gather(where).str.replace_all(",", "", literal=True)
+                              .cast(pl.Float64, strict=False))
+        missed = raw.is_not_null() & value.is_null()
+        if not missed.any():
+            return value, missed
     where = missed.arg_true()
     patch = pl.Series([parse_number(t) for t in raw.gather(where).to_list()], dtype=pl.Float64)
     text = raw.str.strip_chars()
@@ -109,7 +118,8 @@ def number_column(raw: pl.Series, exact: bool = True) -> tuple[pl.Series, pl.Ser
 
 
 def metric_columns(sink: Sink, keys: Sequence[str], raws: Sequence[pl.Series],
-                   lists: Sequence[bool] | None = None, ordered: bool = True, exact: bool = False
+                   lists: Sequence[bool] | None = None, ordered: bool = True, exact: bool = False,
+                   taken: pl.Series | None = None
                    ) -> tuple[pl.Series, dict[str, pl.Series], list[pl.Series]]:
     """The step, the canonical metric columns and the masks of rows left unread, from one raw
     column per key. Text is read as ``parse_value`` reads it (units; '[..]' lists where ``lists``
@@ -118,7 +128,7 @@ def metric_columns(sink: Sink, keys: Sequence[str], raws: Sequence[pl.Series],
     rows where several hold one are left unread (their order on the line decides). Text the
     columnar parse cannot read ('0:00:24', '1,024', '5m 3s') is left unread, or, when the raw text
     is ``exact``ly what the per-line parser would read, read by ``parse_number`` itself (see
-    ``number_column``)."""
+    ``number_column``). ``taken``: the rows the caller reads (the others name no metric)."""
     n = len(raws[0]) if raws else 0
     unread: list[pl.Series] = []
     step_idx = sorted((i for i, k in enumerate(keys) if k.strip().lower() in STEP_KEYS),
@@ -160,8 +170,11 @@ def metric_columns(sink: Sink, keys: Sequence[str], raws: Sequence[pl.Series],
                 unread.append(pl.select(pl.sum_horizontal(
                     [values[i].is_not_null() for i in idx]) > 1).to_series())
             cols[name] = pl.select(pl.coalesce([values[i] for i in idx])).to_series()
-        held = [i for i in idx if values[i].null_count() < len(values[i])]
-        if held:  # (the per-line parser names a metric when it reads a value of it)
+    # the per-line parser names a metric when it reads a value of it: on the rows read here
+    named = ~any_of(unread, n) if taken is None else taken & ~any_of(unread, n)
+    for name, idx in by_name.items():
+        held = [i for i in idx if (values[i].is_not_null() & named).any()]
+        if held:
             sink.names.setdefault(name, keys[held[0]].strip())
     return step, cols, unread
 

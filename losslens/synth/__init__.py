@@ -34,6 +34,7 @@ from losslens.synth.logs import (
     jsonl_lines,
     megatron_lines,
     nanogpt_lines,
+    olmo_lines,
     seed004_lines,
     torchtitan_lines,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "fairseq_lines",
     "megatron_lines",
     "nanogpt_lines",
+    "olmo_lines",
     "periodic",
     "seed004_lines",
     "torchtitan_lines",

@@ -1,5 +1,5 @@
 """Log lines in the formats real trainers print (DFlash key=value, nanoGPT, JSON Lines, Megatron,
-fairseq, torchtitan), with known content: for fixtures and tests."""
+fairseq, torchtitan, OLMo), with known content: for fixtures and tests."""
 
 from __future__ import annotations
 
@@ -164,6 +164,22 @@ def torchtitan_lines(n: int = 30, seed: int = 0, colour: bool = True) -> list[st
                    f"{c[0]}step: {i:2d}  {c[1]}loss: {loss:7.4f}  {c[2]}memory: {mem:5.2f}GiB"
                    f"({mem / 95 * 100:.2f}%)  {c[3]}tps: {6500 + int(rng.integers(0, 200)):,}  "
                    f"{c[4]}mfu: {38.5 + rng.normal(0, 0.2):.2f}%{c[5]}")
+    return out
+
+
+def olmo_lines(n: int = 30, seed: int = 0) -> list[str]:
+    """OLMo's console: a '[step=N/T,epoch=E]' head line a step, then indented name=value lines."""
+    rng = np.random.default_rng(seed)
+    t0 = datetime(2025, 12, 12, 11, 5, 1)
+    out = [f"{t0:%Y-%m-%d %H:%M:%S}.000\thost:0\ttrain:417\tINFO\tCLI environment prepared"]
+    for i in range(1, n + 1):
+        loss = 3.0 * (1 + i / 100) ** -0.1 + rng.normal(0, 0.01)
+        out += [f"{t0 + timedelta(seconds=3.9 * i):%Y-%m-%d %H:%M:%S}.{i % 1000:03d}\thost:0\t"
+                f"olmo.train:979\tINFO\t[step={i}/15000,epoch={i // 500}]",
+                f"    optim/total_grad_norm={abs(rng.normal(0.2, 0.02)):.4f}",
+                f"    train/CrossEntropyLoss={loss:.3f}", f"    train/Perplexity={math.exp(loss):.2f}",
+                f"    throughput/total_tokens={i * 2097152:,}",
+                f"    System/Peak GPU Memory (MB)={111477 + int(rng.integers(0, 9)):,}"]
     return out
 
 

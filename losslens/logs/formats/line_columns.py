@@ -1,4 +1,4 @@
-"""Column-wise readers for the regex line formats (nanoGPT, Megatron-LM, fairseq, torchtitan):
+"""Column-wise readers for the regex line formats (nanoGPT, Megatron-LM, fairseq, torchtitan, OLMo):
 each chunk's lines that the format's own pattern matches are read with polars' regex kernels into
 the records its per-line parser would emit (``logs.columnar.read_columns`` gives the rest of the
 lines to that parser). Tests check both paths give the same frame."""
@@ -13,6 +13,7 @@ from losslens.logs.columnar import add_rows, any_of, matched, metric_columns, nu
 from losslens.logs.formats.fairseq import FAIRSEQ_INNER, FAIRSEQ_KV, FAIRSEQ_PIPE, FAIRSEQ_VALID
 from losslens.logs.formats.megatron import MEGA_NAMES, MEGA_VALID
 from losslens.logs.formats.nanogpt import LLMC, LLMC_NEW, MODDED, MODDED_PAIR, NANO_EVAL, NANO_ITER
+from losslens.logs.formats.olmo import OLMO_FIELD, OLMO_HEAD
 from losslens.logs.formats.torchtitan import TITAN, TITAN_PAIR
 from losslens.logs.names import RESERVED, is_eval, unreserved
 from losslens.logs.sink import MAX_KEYS, Sink
@@ -280,3 +281,49 @@ def torchtitan_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: obje
     done = hit.to_numpy().copy()
     done[np.flatnonzero(done)[bad.to_numpy()]] = False
     return pl.Series(done)
+
+
+# a line whose start Python's \s and the regex crate's may read differently (a field line starts
+# with spaces): \x1c-\x1f anywhere, or text past ASCII on a line not opened by a visible character
+_OLMO_UNSURE = r"[\x1c-\x1f]|^[^!-~].*[^\x00-\x7e]"
+
+
+def olmo_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = None) -> pl.Series:
+    """OLMo's records: a '[step=N/T,epoch=E]' head line, then indented 'name=value' lines (a value
+    that is a number), read as the parser reads them: a record ends at the next line that is
+    neither (blank lines aside). The lines before the chunk's first head are the parser's (they
+    may continue its record from the chunk before), and so is a record still open at the chunk's
+    end (the next chunk may continue it)."""
+    n = len(text)
+    if n == 0 or text.str.contains(_OLMO_UNSURE).fill_null(False).any():
+        return pl.Series(np.zeros(n, dtype=bool))
+    head_g = text.str.extract_groups(OLMO_HEAD.pattern)
+    head = head_g.struct.field("1").is_not_null().to_numpy()
+    field_g = text.str.extract_groups(OLMO_FIELD.pattern).struct.unnest()
+    value = number_column(field_g["2"])[0]
+    field = (value.is_not_null() & ~pl.Series(head)).to_numpy()
+    blank = (text.is_null() | (text.str.strip_chars().str.len_bytes() == 0)).to_numpy()
+    brk = ~head & ~field & ~blank
+    start = head | brk  # where a segment (a record, or lines after a break) begins
+    seg = np.cumsum(start)  # 0: the lines before the first head or break
+    opened_by_head = np.concatenate([[False], head[start]])  # per segment id
+    in_record = opened_by_head[seg] & (head | field)
+    in_record[seg == seg[-1]] &= ~opened_by_head[seg[-1]]  # a record open at the end: the parser's
+    rec = seg[in_record & head]  # the records' segment ids, in order
+    if not len(rec):
+        return pl.Series(np.zeros(n, dtype=bool))
+    at = np.flatnonzero(in_record & head)  # each record's head line
+    order = np.searchsorted(rec, seg[in_record & field])  # each field line's record
+    heads = head_g.struct.unnest().filter(pl.Series(in_record & head))
+    epochs = pl.DataFrame({"row#": np.arange(len(rec), dtype=np.int64), "key": "epoch", "value": heads["2"],
+                           "at": np.zeros(len(rec), dtype=np.int64)}).filter(pl.col("value").is_not_null())
+    # (the head's epoch is the parser's first pair, then the fields in line order)
+    fields = pl.concat([epochs, pl.DataFrame({
+        "row#": order.astype(np.int64), "key": field_g["1"].filter(pl.Series(in_record & field)),
+        "value": field_g["2"].filter(pl.Series(in_record & field)),
+        "at": np.flatnonzero(in_record & field).astype(np.int64) + 1})]).sort("row#", "at").drop("at")
+    _, cols, bad = _key_columns(fields, len(rec), sink)
+    when = times(text.gather(at).str.extract(TIMESTAMP.pattern, 1))  # base.leading_time
+    add_rows(sink, {"step": heads["1"].cast(pl.Int64, strict=False), "line": lineno.gather(at),
+                    "time": when}, cols, bad, idle=False)
+    return pl.Series(in_record & np.isin(seg, rec[~bad.to_numpy()]))  # (a record left out: the parser's)

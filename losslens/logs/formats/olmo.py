@@ -56,6 +56,7 @@ class Olmo(Format):
     name = "olmo"
     title = "OLMo console: '[step=N/T,epoch=E]' followed by indented key=value lines"
     example = "2025-12-12 11:05:02.009\thost:0\tolmo.train:979\tINFO\t[step=1/15000,epoch=0]"
+    rows = "line_columns:olmo_rows"  # column-wise for large files
 
     def sniff(self, lines: list[str]) -> int:
         n, inside = 0, False

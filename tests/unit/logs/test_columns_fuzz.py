@@ -33,6 +33,7 @@ SOURCES = {
     "kv": lambda: [f"[rank{i % 2}]: {x}" for i, x in enumerate(synth.dflash_lines(1500))],
     "fairseq": lambda: synth.fairseq_lines(1500),
     "torchtitan": lambda: synth.torchtitan_lines(2500),
+    "olmo": lambda: synth.olmo_lines(600),
 }
 DAMAGE = [b"\r\n", b"\xff\xfe\xc3", b"\x0b", b"\t", b"nan", b"inf", b"-", b"'", b'"', b"{", b"}", b"|",
           b":", b"=", b",", b"[", b"]", b"\n", b" "]
@@ -50,7 +51,7 @@ def damaged(data: bytes, rng: random.Random) -> bytes:
 
 
 @pytest.mark.parametrize("format", list(SOURCES))
-@pytest.mark.parametrize("seed", [0, 1, 1012, 1014, 1015, 1022, 2002])  # (1012–2002: each found one)
+@pytest.mark.parametrize("seed", [0, 1, 1012, 1014, 1015, 1022, 2002, 5033])  # (1012–5033: each found one)
 def test_damaged_files(tmp_path, format: str, seed: int) -> None:
     path = tmp_path / "damaged.log"
     path.write_bytes(damaged(("\n".join(SOURCES[format]()) + "\n").encode(), random.Random(seed)))

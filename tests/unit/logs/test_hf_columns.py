@@ -8,7 +8,7 @@ import random
 import pytest
 
 from tests.conftest import FIXTURES, reallog
-from tests.naive import assert_same_as_per_line
+from tests.naive import assert_same_as_per_line, sprinkle
 
 pytestmark = pytest.mark.usefixtures("columnar")
 
@@ -45,8 +45,7 @@ def _dicts(n: int, rng: random.Random, own_steps: bool) -> list[str]:
 def test_generated_dicts_with_odd_lines(tmp_path, seed: int, own_steps: bool) -> None:
     rng = random.Random(seed)
     lines = _dicts(3000, rng, own_steps)
-    for _ in range(100):
-        lines.insert(rng.randrange(len(lines)), rng.choice(ODD))
+    sprinkle(lines, ODD, 100, rng)
     path = tmp_path / "hf.log"
     path.write_text("\n".join(lines) + "\n")
     assert_same_as_per_line(path, "hf")

@@ -9,7 +9,7 @@ import pytest
 
 from losslens import read_log, synth
 from tests.conftest import FIXTURES, reallog
-from tests.naive import assert_same_as_per_line
+from tests.naive import assert_same_as_per_line, sprinkle
 
 pytestmark = pytest.mark.usefixtures("columnar")
 
@@ -58,8 +58,7 @@ ODD = [
 def test_generated_with_odd_lines(tmp_path, seed: int) -> None:
     rng = random.Random(seed)
     lines = synth.jsonl_lines(3000, seed=seed)
-    for _ in range(150):
-        lines.insert(rng.randrange(len(lines)), rng.choice(ODD))
+    sprinkle(lines, ODD, 150, rng)
     path = tmp_path / "odd.jsonl"
     path.write_text("\n".join(lines) + ("\n" if seed else ""))
     assert_same(path)
@@ -92,8 +91,7 @@ def test_mixed_number_and_text_values_and_key_orders(tmp_path) -> None:
 def test_captured_and_ranked_lines(tmp_path, prefix: str) -> None:
     rng = random.Random(1)
     lines = [prefix.format(r=i % 2, s=i % 60) + x for i, x in enumerate(synth.jsonl_lines(2000))]
-    for _ in range(60):
-        lines.insert(rng.randrange(len(lines)), rng.choice(ODD))
+    sprinkle(lines, ODD, 60, rng)
     path = tmp_path / "p.jsonl"
     path.write_text("\n".join(lines) + "\n")
     assert_same(path)

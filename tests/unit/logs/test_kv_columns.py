@@ -10,7 +10,7 @@ import pytest
 from losslens import read_log, synth
 from losslens.logs.formats.kv import columns as kv_fast
 from tests.conftest import FIXTURES
-from tests.naive import assert_same_as_per_line
+from tests.naive import assert_same_as_per_line, sprinkle
 
 pytestmark = pytest.mark.usefixtures("columnar")
 
@@ -49,8 +49,7 @@ NOISE = [
 def test_generated_with_odd_lines(tmp_path, seed: int) -> None:
     rng = random.Random(seed)
     lines = list(synth.dflash_lines(3000, seed=seed))
-    for _ in range(200):
-        lines.insert(rng.randrange(len(lines)), rng.choice(NOISE))
+    sprinkle(lines, NOISE, 200, rng)
     path = tmp_path / "odd.log"
     path.write_text("\n".join(lines) + ("\n" if seed else ""))  # seed 0: no final newline
     assert_same(path)

@@ -1,4 +1,4 @@
-"""The column-wise nanoGPT, Megatron, fairseq and torchtitan readers give exactly what their
+"""The column-wise nanoGPT, Megatron, fairseq, torchtitan and OLMo readers give exactly what their
 per-line parsers give."""
 
 from __future__ import annotations
@@ -10,13 +10,15 @@ import pytest
 from losslens import read_log, synth
 from tests.conftest import FIXTURES, reallog
 from tests.naive import assert_same_as_per_line as assert_same
+from tests.naive import sprinkle
 
 pytestmark = pytest.mark.usefixtures("columnar")
 
 
 @pytest.mark.parametrize(("path", "format"), [
     (FIXTURES / "megatron_ranks.log", "megatron"), (FIXTURES / "nanogpt_nan.log", "nanogpt"),
-    (FIXTURES / "fairseq.log", "fairseq"), (FIXTURES / "torchtitan_ansi.log", "torchtitan")])
+    (FIXTURES / "fairseq.log", "fairseq"), (FIXTURES / "torchtitan_ansi.log", "torchtitan"),
+    (FIXTURES / "olmo_console.log", "olmo")])
 def test_fixtures(path, format: str) -> None:
     assert_same(path, format)
 
@@ -24,7 +26,7 @@ def test_fixtures(path, format: str) -> None:
 @pytest.mark.parametrize(("name", "format"), [
     ("megatron-ds-qwen7b-v100-dynamic-freq", "megatron"), ("bloom-tr1-13b-chronicles-loss-spike", "megatron"),
     ("bloom-tr8-104b-chronicles-divergence", "megatron"), ("nanogpt-termux-cpu-nan", "nanogpt"),
-    ("fairseq-iwslt14-lm-three-restarts", "fairseq")])
+    ("fairseq-iwslt14-lm-three-restarts", "fairseq"), ("olmo-1b-continued-pretrain-console", "olmo")])
 def test_real_logs(name: str, format: str) -> None:
     assert_same(reallog(name), format)
 
@@ -92,8 +94,7 @@ def test_generated_with_odd_lines(tmp_path, seed: int) -> None:
                                ("fairseq", synth.fairseq_lines(3000, seed=seed), FAIRSEQ_ODD),
                                ("torchtitan", synth.torchtitan_lines(3000, seed=seed), TITAN_ODD)):
         lines = list(lines)
-        for _ in range(120):
-            lines.insert(rng.randrange(len(lines)), rng.choice(odd))
+        sprinkle(lines, odd, 120, rng)
         path = tmp_path / f"{format}.log"
         path.write_text("\n".join(lines) + ("\n" if seed else ""))
         assert_same(path, format)
@@ -130,8 +131,7 @@ def test_modded_nanogpt_with_odd_lines(tmp_path, seed: int) -> None:
     rng = random.Random(seed)
     lines = [f"step:{i}/5000 train_loss:{4 - i / 2000 + rng.gauss(0, .02):.4f} train_time:{i * 391}ms "
              f"step_avg:{391 + rng.gauss(0, 2):.2f}ms" for i in range(5000)]
-    for _ in range(100):
-        lines.insert(rng.randrange(len(lines)), rng.choice(MODDED_ODD))
+    sprinkle(lines, MODDED_ODD, 100, rng)
     path = tmp_path / "modded.log"
     path.write_text("\n".join(lines) + "\n")
     assert_same(path, "modded-nanogpt")
@@ -161,3 +161,31 @@ def test_step_past_int64(tmp_path, format: str) -> None:
     path = tmp_path / "huge.log"
     path.write_text("\n".join(lines) + "\n")
     assert_same(path, format)
+
+
+OLMO_ODD = [
+    "", "2025-12-12 11:05:01.009\thost:0\tolmo.train:979\tINFO\tSaving checkpoint...",
+    "    train/CrossEntropyLoss=nan", "    optim/total_grad_norm=abc",  # a field that is no number
+    "    orphan/metric=3.5",
+    "2025-12-12 11:05:01.009\thost:0\tolmo.train:979\tINFO\t[step=99999999999999999999/15000]",
+    "    train/CrossEntropyLoss=2.5", "    train/CrossEntropyLoss=2.6",  # a field twice
+    "[step=7]", "    epoch=3", "    throughput/total_tokens=2,097,152", "  (module): OLMo(",
+    "    System/Peak GPU Memory (MB)=111,477", "\t  train/Perplexity = 12.5 ", "    =5",
+]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("chunk", [1 << 22, 700])
+def test_olmo_records_across_chunks_with_odd_lines(tmp_path, monkeypatch, seed: int, chunk: int) -> None:
+    """OLMo's multi-line records read column-wise equal the parser's, also where a record spans
+    two chunks (700-byte chunks: most records do) and among odd lines."""
+    from losslens.logs import source
+
+    monkeypatch.setattr(source.Source.chunks, "__defaults__", (chunk, source.MAX_LINE))
+    rng = random.Random(seed)
+    lines = synth.olmo_lines(1500, seed=seed)
+    sprinkle(lines, OLMO_ODD, 150, rng)
+    path = tmp_path / "olmo.log"
+    path.write_text("\n".join(lines) + ("\n" if seed else ""))
+    assert_same(path, "olmo")
+    assert read_log(path).format == "olmo"

@@ -133,7 +133,7 @@ def _read_template(rows: pl.DataFrame, t: Template, lineno: pl.Series, sink: Sin
     """Add the rows of ``t`` to ``sink``; returns the rows still unread (for the next pass)."""
     fit = rows["fit"] & pending
     step, cols, unread = metric_columns(sink, t.keys, [rows[f"raw{i}"] for i in range(len(t.keys))],
-                                        lists=t.lists)
+                                        lists=t.lists, taken=fit)
     if t.rate_cell is not None:
         r = rows["rate"].struct
         tok = r.field("1").cast(pl.Float64, strict=False) * r.field("2").replace_strict(
