@@ -282,6 +282,9 @@ def test_a_large_batch_of_kv_lines_reads_vectorised_and_the_same(monkeypatch) ->
     ("megatron", lambda: synth.megatron_lines(1500, seed=2)),
     ("nanogpt", lambda: synth.nanogpt_lines(3000, every=2, seed=2)),
     ("kv-ranked", lambda: [f"[rank{i % 2}]: {x}" for i, x in enumerate(synth.dflash_lines(1500))]),
+    ("fairseq", lambda: synth.fairseq_lines(1500, seed=2)),
+    ("torchtitan", lambda: synth.torchtitan_lines(1500, seed=2)),
+    ("olmo", lambda: synth.olmo_lines(400, seed=2)),  # records across the batches' ends
 ])
 def test_a_large_batch_of_any_column_wise_format_reads_the_same(monkeypatch, name, make) -> None:
     """A backlog in a format with a column-wise reader (and key=value lines behind rank prefixes)
