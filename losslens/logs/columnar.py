@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from losslens.logs.base import PREFIXES, Format, LineParser, feed_ranked
+from losslens.logs.base import PREFIXES, TIMESTAMP, Format, LineParser, feed_ranked
 from losslens.logs.names import (
     MAGNITUDE,
     STEP_KEYS,
@@ -321,6 +321,11 @@ def times(stamp: pl.Series) -> pl.Series:
         micro = stamp.str.slice(20, 6).str.pad_end(6, "0").cast(pl.Int64, strict=False).fill_null(0)
         when = pl.select(pl.lit(when) + pl.duration(microseconds=pl.lit(micro))).to_series()
     return when
+
+
+def leading_times(text: pl.Series) -> pl.Series:
+    """``base.leading_time`` over a column: the wall time each line starts with, or null."""
+    return times(text.str.extract(TIMESTAMP.pattern, 1))
 
 
 def cut_prefixes(text: pl.Series, strip: bool) -> tuple[pl.Series, pl.DataFrame | None]:

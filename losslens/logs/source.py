@@ -47,10 +47,10 @@ class Source:
 
     def extend_head(self, limit: int) -> bool:
         """Read more into ``head`` (up to ``limit`` bytes) for a second look; False at EOF."""
-        if self._consumed or len(self.head) >= limit:
+        if self._consumed or len(self._raw_head) >= limit:
             return False
         try:
-            more = self._stream.read(limit - len(self.head))
+            more = self._stream.read(limit - len(self._raw_head))
         except (OSError, EOFError, zlib.error) as exc:
             raise InputError(f"cannot read: {_reason(exc)}", source=self.name) from None
         self._raw_head += more.replace(b"\r", b"\n") if self.cr_lines else more

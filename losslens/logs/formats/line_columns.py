@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from losslens.logs.base import ANSI, TIMESTAMP
-from losslens.logs.columnar import add_rows, any_of, matched, metric_columns, number_column, times
+from losslens.logs.base import ANSI
+from losslens.logs.columnar import add_rows, any_of, leading_times, matched, metric_columns, number_column
 from losslens.logs.formats.fairseq import FAIRSEQ_INNER, FAIRSEQ_KV, FAIRSEQ_PIPE, FAIRSEQ_VALID
 from losslens.logs.formats.megatron import MEGA_NAMES, MEGA_VALID
 from losslens.logs.formats.nanogpt import LLMC, LLMC_NEW, MODDED, MODDED_PAIR, NANO_EVAL, NANO_ITER
@@ -28,6 +28,13 @@ def _per_thousand(ms: pl.Series) -> pl.Series:
     seconds = pl.Series(ms.name, ms.to_numpy() / 1000.0, dtype=pl.Float64)
     return seconds if not ms.null_count() else pl.select(
         pl.when(pl.lit(ms).is_not_null()).then(pl.lit(seconds))).to_series()
+
+
+def _less(rows: pl.Series | np.ndarray, out: pl.Series) -> pl.Series:
+    """The chunk's ``rows`` without those ``out`` flags (a mask over ``rows``' own rows)."""
+    keep = np.array(rows.to_numpy() if isinstance(rows, pl.Series) else rows, dtype=bool)
+    keep[np.flatnonzero(keep)[out.to_numpy()]] = False
+    return pl.Series(keep)
 
 
 def _case_blind(pattern: str) -> str:
@@ -113,9 +120,7 @@ def megatron_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object
         add_rows(sink, {"step": g["1"].cast(pl.Int64, strict=False), "line": lineno.filter(rest)},
                  cols, bad)
         if bad is not None:  # those rows are the per-line parser's
-            keep = rest.to_numpy().copy()
-            keep[rest.arg_true().to_numpy()[bad.to_numpy()]] = False
-            rest = pl.Series(keep)
+            rest = _less(rest, bad)
     return hit | rest
 
 
@@ -210,9 +215,9 @@ def fairseq_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object 
             .otherwise(pl.col("value")))
         step, cols, bad = _key_columns(fields, n, sink)
         cols["epoch"] = g["1"].cast(pl.Float64)  # the head's epoch over any 'epoch=' pair, as the parser
-        when = times(text.filter(hit).str.extract(TIMESTAMP.pattern, 1))  # base.leading_time
-        add_rows(sink, {"step": step, "line": lineno.filter(hit), "time": when}, cols, bad)
-        done[np.flatnonzero(done)[bad.to_numpy()]] = False
+        add_rows(sink, {"step": step, "line": lineno.filter(hit), "time": leading_times(text.filter(hit))},
+                 cols, bad)
+        done = _less(done, bad).to_numpy()
     valid = (~hit & sure.str.contains(FAIRSEQ_VALID.pattern).fill_null(False)).to_numpy()
     if valid.any():
         rows = pl.Series(valid)
@@ -234,9 +239,9 @@ def fairseq_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object 
                 col = col.fill_null(evals[k])
             evals[k] = col
         bad = any_of(clash, n)
-        when = times(text.filter(rows).str.extract(TIMESTAMP.pattern, 1))
-        add_rows(sink, {"step": step, "line": lineno.filter(rows), "time": when}, evals, bad)
-        valid[np.flatnonzero(valid)[bad.to_numpy()]] = False
+        add_rows(sink, {"step": step, "line": lineno.filter(rows), "time": leading_times(text.filter(rows))},
+                 evals, bad)
+        valid = _less(valid, bad).to_numpy()
     return pl.Series(done | valid)
 
 
@@ -255,10 +260,7 @@ def torchtitan_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: obje
     hit, g = matched(sure, TITAN.pattern)
     ahead = g["2"].str.contains(_TITAN_AHEAD)
     if ahead.any():  # the look-ahead decides there: the per-line parser's
-        keep = hit.to_numpy().copy()
-        keep[np.flatnonzero(keep)[ahead.to_numpy()]] = False
-        hit = pl.Series(keep)
-        g = g.filter(~ahead)
+        hit, g = _less(hit, ahead), g.filter(~ahead)
     if not hit.any():
         return hit
     n = len(g)
@@ -271,16 +273,11 @@ def torchtitan_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: obje
     fields = pl.DataFrame({"row#": pairs["row#"], "key": cut.struct.field("field_0").str.strip_chars(),
                            "value": value.struct.field("field_0")}).filter(pl.col("value").is_not_null())
     _, cols, bad = _key_columns(fields, n, sink)
-    step = g["1"].cast(pl.Int64, strict=False)
-    bad = bad | step.is_null()  # past int64: the parser's
     line = clean.filter(hit)
     after = line.str.splitn("] ", 2).struct.field("field_1").fill_null(line)  # as the parser
-    when = times(after.str.extract(TIMESTAMP.pattern, 1)).fill_null(
-        times(line.str.extract(TIMESTAMP.pattern, 1)))
-    add_rows(sink, {"step": step, "line": lineno.filter(hit), "time": when}, cols, bad)
-    done = hit.to_numpy().copy()
-    done[np.flatnonzero(done)[bad.to_numpy()]] = False
-    return pl.Series(done)
+    add_rows(sink, {"step": g["1"].cast(pl.Int64, strict=False), "line": lineno.filter(hit),
+                    "time": leading_times(after).fill_null(leading_times(line))}, cols, bad)
+    return _less(hit, bad)
 
 
 # a line whose start Python's \s and the regex crate's may read differently (a field line starts
@@ -323,7 +320,6 @@ def olmo_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = N
         "value": field_g["2"].filter(pl.Series(in_record & field)),
         "at": np.flatnonzero(in_record & field).astype(np.int64) + 1})]).sort("row#", "at").drop("at")
     _, cols, bad = _key_columns(fields, len(rec), sink)
-    when = times(text.gather(at).str.extract(TIMESTAMP.pattern, 1))  # base.leading_time
     add_rows(sink, {"step": heads["1"].cast(pl.Int64, strict=False), "line": lineno.gather(at),
-                    "time": when}, cols, bad, idle=False)
+                    "time": leading_times(text.gather(at))}, cols, bad, idle=False)
     return pl.Series(in_record & np.isin(seg, rec[~bad.to_numpy()]))  # (a record left out: the parser's)
