@@ -87,7 +87,7 @@ class Source:
         for chunk in self._chunks(size, max_line):
             if b"\x00" in chunk:
                 clean = without_holes(chunk)
-                self.hole_bytes += len(chunk) - len(clean)
+                self.hole_bytes += chunk.count(b"\x00") - clean.count(b"\x00")
                 chunk = clean
             yield chunk
 
@@ -150,14 +150,16 @@ class Source:
 
 
 _HOLE = re.compile(rb"^\x00+", re.MULTILINE)
+_HOLE_LINE = re.compile(rb"^\x00+$", re.MULTILINE)
 _CONTROL = re.compile(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f]")  # (not \t \n \v \f \r or ESC)
 
 
 def without_holes(chunk: bytes) -> bytes:
     """``chunk`` (whole lines) without the NUL bytes that open a line: a hole in the file (a crash
     before the disk caught up, or copytruncate rotating a log whose writer does not append) ends
-    where writing resumed, at a line's start. A NUL inside a line stays (the line is damaged)."""
-    return _HOLE.sub(b"", chunk) if b"\x00" in chunk else chunk
+    where writing resumed, at a line's start. A line that is all hole is a blank line (a last one
+    without its newline still counts); a NUL inside a line stays (the line is damaged)."""
+    return _HOLE.sub(b"", _HOLE_LINE.sub(b" ", chunk)) if b"\x00" in chunk else chunk
 
 
 def line_text(raw: bytes) -> str:

@@ -133,16 +133,19 @@ def _records(path: str, watcher: Watcher, interval: float) -> Iterator[list[Even
         if sig != last or (unsettled and data is not None):
             if sig != last:
                 try:
-                    data = read_log(path)
+                    fresh = read_log(path)
                 except LossLensError:
-                    # Hugging Face rewrites trainer_state.json in place: a read can catch it half
-                    # written. Try again at the next poll; only a file that stays unreadable fails.
-                    failures += 1
-                    if failures * interval >= UNREADABLE_FOR_S:
+                    fresh = None
+                    if (failures + 1) * interval >= UNREADABLE_FOR_S:
                         raise
+                if fresh is None or (fresh.lost and (failures + 1) * interval < UNREADABLE_FOR_S):
+                    # Hugging Face rewrites trainer_state.json in place: a read can catch it half
+                    # written (unreadable, or read in part). Try again at the next poll; only a
+                    # file that stays so fails (or, read in part, is taken as it is).
+                    failures += 1
                     time.sleep(interval)
                     continue
-                failures, last = 0, sig
+                data, failures, last = fresh, 0, sig
             yield watcher.analyse_log(data)
         else:
             yield []

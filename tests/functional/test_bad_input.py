@@ -72,8 +72,10 @@ def test_directory_and_unknown_format(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_invalid_trainer_state_names_the_line(tmp_path: Path) -> None:
+    """Damaged before its first log_history entry ends: an error naming the line (with entries
+    before the damage, those are read: tests/functional/test_faults.py)."""
     path = tmp_path / "trainer_state.json"
-    path.write_text('{\n  "log_history": [\n    {"loss": 1.0, "step": 1},\n    {"loss": \n')
+    path.write_text('{\n  "log_history": [\n    {"loss": 1.0,\n     "step": \n')
     proc = run("check", str(path))
     assert proc.returncode == 2
     assert one_error_line(proc).startswith(f"losslens: error: {path}:5: invalid JSON")

@@ -340,7 +340,8 @@ def test_a_hole_of_nul_bytes_is_passed_over(tmp_path: Path, monkeypatch, where: 
     path = tmp_path / "run.log"
     path.write_bytes(data)
     log = read_log(path)
-    assert log.train.height == 3000 and log.lines.total == 3000 and not log.lines.skipped
+    assert log.train.height == 3000 and not log.lines.skipped
+    assert log.lines.total == 3000 + (where == "end")  # (a last line, all hole, without a newline: blank)
     assert f"{hole:,} NUL bytes at line starts passed over (a hole in the file" in log.notes[0]
     nan = [f for f in analyze(log).findings if f.kind == "nonfinite"]
     assert nan and nan[0].start_step == int(lines[2500].split()[2].removeprefix("step="))
@@ -391,3 +392,21 @@ def test_gzip_members_and_padding(tmp_path: Path) -> None:
     path.write_bytes(_gz("\n".join(lines[:600]) + "\n") + _gz("\n".join(lines[600:]) + "\n") + b"\x00" * 512)
     log = read_log(path)
     assert log.train.height == 1000 and not log.lost
+
+
+def test_a_trainer_state_cut_short_is_read_up_to_the_cut(tmp_path: Path) -> None:
+    """trainer_state.json cut short while written (a crash mid-save) was 'invalid JSON' (exit 2,
+    nothing read): the log_history entries before the cut are read, and `check` says so."""
+    hist = [{"loss": round(2.0 - i / 100, 3), "step": i * 10, "epoch": i / 100} for i in range(1, 60)]
+    hist[40]["grad_norm"] = float("nan")
+    whole = json.dumps({"best_metric": None, "log_history": hist, "max_steps": 600}, indent=2)
+    path = tmp_path / "trainer_state.json"
+    path.write_text(whole[: int(len(whole) * 0.8)])
+    log = read_log(path)
+    assert log.format == "trainer-state" and 41 <= log.train.height < 59
+    assert log.lost[0].startswith("not JSON from line ") and "log_history entries before it" in log.lost[0]
+    code, err = run("check", "trainer_state.json", cwd=tmp_path)
+    assert code == 1 and "trainer_state.json: note: not JSON from line" in err
+    path.write_text(whole.replace('"loss": 1.99', '"loss": 1.99"', 1))  # the first entry damaged
+    code, err = run("check", "trainer_state.json", cwd=tmp_path)
+    assert code == 2 and "invalid JSON" in err  # nothing before it: still an error

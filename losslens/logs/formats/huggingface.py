@@ -33,8 +33,19 @@ class TrainerState(Format):
 
     def parse_text(self, text: str, lines: list[str], sink: Sink, acc: Accounting,
                    source: str) -> None:
-        doc = load_json(text, source)
-        history = doc.get("log_history") if isinstance(doc, dict) else None
+        history: Any
+        try:
+            doc = load_json(text, source)
+        except FormatError as exc:
+            history = _history_before(text)  # a file cut short while written, or damaged
+            if not history:
+                raise
+            where = f" from line {exc.line} on" if exc.line is not None else ""
+            why = exc.message.removeprefix("invalid JSON: ")
+            sink.lost.append(f"not JSON{where} ({why}): read the {len(history)} log_history entries "
+                             "before it (a trainer_state.json cut short while written, or damaged)")
+        else:
+            history = doc.get("log_history") if isinstance(doc, dict) else None
         if not isinstance(history, list):
             raise FormatError("no log_history list in this JSON document", source=source)
         step_lines = [i + 1 for i, x in enumerate(lines) if STEP_LINE.match(x)]
@@ -50,6 +61,27 @@ class TrainerState(Format):
             if reason:
                 sink.notes.append(f"log_history entry at line {lineno}: {reason}, ignored")
         account_document(lines, acc)
+
+
+_HISTORY = re.compile(r'"log_history"\s*:\s*\[\s*')
+
+
+def _history_before(text: str) -> list[Any]:
+    """The log_history entries a document that is no JSON holds whole before the point where it
+    stops being JSON (none when it has no log_history list)."""
+    m = _HISTORY.search(text)
+    out: list[Any] = []
+    if m is None:
+        return out
+    decoder, i = json.JSONDecoder(), m.end()
+    while True:
+        try:
+            item, i = decoder.raw_decode(text, i)
+        except (ValueError, RecursionError):
+            return out
+        out.append(item)
+        while i < len(text) and text[i] in " \t\r\n,":
+            i += 1
 
 
 # --- Hugging Face Trainer stdout -------------------------------------------------------------
