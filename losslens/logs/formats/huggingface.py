@@ -12,7 +12,7 @@ from typing import Any
 
 from losslens.errors import FormatError
 from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser
-from losslens.logs.formats.jsonl import account_document
+from losslens.logs.formats.jsonl import account_document, array_items
 from losslens.logs.mappings import emit_mapping, load_json
 from losslens.logs.sink import Accounting, Sink
 
@@ -63,7 +63,7 @@ class TrainerState(Format):
         account_document(lines, acc)
 
 
-_HISTORY = re.compile(r'"log_history"\s*:\s*\[\s*')
+_HISTORY = re.compile(r'"log_history"\s*:\s*\[')
 
 
 def _history_before(text: str) -> list[Any]:
@@ -73,15 +73,11 @@ def _history_before(text: str) -> list[Any]:
     out: list[Any] = []
     if m is None:
         return out
-    decoder, i = json.JSONDecoder(), m.end()
-    while True:
-        try:
-            item, i = decoder.raw_decode(text, i)
-        except (ValueError, RecursionError):
-            return out
-        out.append(item)
-        while i < len(text) and text[i] in " \t\r\n,":
-            i += 1
+    try:
+        out.extend(array_items(text[m.start():], ""))  # (entry by entry, up to the damage)
+    except FormatError:
+        pass
+    return out
 
 
 # --- Hugging Face Trainer stdout -------------------------------------------------------------

@@ -80,7 +80,7 @@ def read_json_records(text: str, lines: list[str], sink: Sink, acc: Accounting, 
     15 times the file's size); pandas' orient="split" document too."""
     items: Iterable[Any]
     if text.lstrip().startswith("["):
-        items = _array_items(text, source)
+        items = array_items(text, source)
     else:
         doc = load_json(text, source)
         if not (isinstance(doc, dict) and isinstance(doc.get("data"), list)
@@ -105,7 +105,7 @@ def account_document(lines: list[str], acc: Accounting) -> None:
 _SPACE = re.compile(r"\s*")
 
 
-def _array_items(text: str, source: str) -> Iterator[Any]:
+def array_items(text: str, source: str) -> Iterator[Any]:
     """The elements of the JSON array ``text``, decoded one by one (json.loads' rules: NaN and
     Infinity read); a FormatError naming the line where it stops being JSON."""
     decoder = json.JSONDecoder()
