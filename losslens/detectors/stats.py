@@ -34,9 +34,11 @@ def rolling_median(x: np.ndarray, window: int, center: bool = True) -> np.ndarra
         at = np.arange(0, len(x), k)
         coarse = rolling_median(x[at], max(1, w // k) | 1, center=True)
         return np.interp(np.arange(len(x)), at, coarse)
-    s = pl.Series(x.astype(np.float64)).fill_nan(None)
-    out = s.rolling_median(window_size=w, center=center, min_samples=1)
-    return out.fill_null(strategy="forward").fill_null(strategy="backward").to_numpy()
+    out = pl.Series(x.astype(np.float64, copy=False)).fill_nan(None).rolling_median(
+        window_size=w, center=center, min_samples=1)
+    if out.null_count():
+        out = out.fill_null(strategy="forward").fill_null(strategy="backward")
+    return out.to_numpy()
 
 
 def rolling_mean(x: np.ndarray, window: int) -> np.ndarray:

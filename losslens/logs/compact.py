@@ -23,17 +23,24 @@ NARROW_NOTE = ("values held as 32-bit floats where that is exact (printed with a
                "to bound memory")
 
 
+BLOCK = 1 << 18  # values widened at a time: the temporaries stay a few MiB at any length
+
+
 def widen(x: np.ndarray) -> np.ndarray:
     """float32 → the float64 each value was parsed as (see the module's note); float64 as is."""
     if x.dtype != np.float32:
         return x.astype(np.float64, copy=False)
-    y = x.astype(np.float64)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        mag = np.floor(np.log10(np.abs(y)))
-        scale = np.power(10.0, np.where(np.isfinite(mag), SIGNIFICANT - 1 - mag, 0.0))
-        rounded = np.rint(y * scale) / scale
-        keep = np.isfinite(rounded) & (rounded.astype(np.float32) == x)
-    return np.where(keep, rounded, y)
+    out = np.empty(len(x), dtype=np.float64)
+    for i in range(0, len(x), BLOCK):
+        part = x[i:i + BLOCK]
+        y = part.astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            mag = np.floor(np.log10(np.abs(y)))
+            scale = np.power(10.0, np.where(np.isfinite(mag), SIGNIFICANT - 1 - mag, 0.0))
+            rounded = np.rint(y * scale) / scale
+            keep = np.isfinite(rounded) & (rounded.astype(np.float32) == part)
+        out[i:i + BLOCK] = np.where(keep, rounded, y)
+    return out
 
 
 def narrow(x: np.ndarray) -> np.ndarray | None:

@@ -16,7 +16,9 @@ from losslens.logs.compact import NARROW_NOTE, Compactor, narrow, widen
 from tests.conftest import reallog
 
 
-def test_printed_decimals_come_back_exactly() -> None:
+@pytest.mark.parametrize("block", [1 << 18, 4_099])  # one block; many (widened a block at a time)
+def test_printed_decimals_come_back_exactly(block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("losslens.logs.compact.BLOCK", block)
     rng = np.random.default_rng(0)
     texts = [f"{v:.{d}g}" for v in rng.lognormal(0, 6, 20_000) for d in (1, 3, 6)]
     texts += ["0", "-0.0", "2.52e-07", "3.0063", "0.1", "32200", "16777215", "-7.5", "1e-30",
