@@ -82,6 +82,8 @@ def _lines(name: str, n: int) -> list[str]:
     if name == "kv-kubectl":
         return [f"2024-05-01T10:{i // 60 % 60:02d}:{i % 60:02d}.123456789Z step={i} "
                 f"loss={_loss(i, rng):.4f} acc=0.5 lr=1e-04" for i in range(n)]
+    if name == "mlflow":  # one metric file: 'timestamp(ms) value step'
+        return [f"{1701361200000 + 391 * i} {_loss(i, rng):.6g} {i}" for i in range(n)]
     if name == "kv-ranks":
         return [f"[rank{i % 2}]: step={i // 2} loss={_loss(i, rng):.4f} acc=0.5 lr=1e-04"
                 for i in range(n)]
@@ -177,6 +179,20 @@ def _nano_loop(path: Path):
     return pl.DataFrame({"step": steps, "loss": losses, "step_time_s": times})
 
 
+def _mlflow_loop(path: Path):
+    """A metric file, or each one of a run folder (merged by step), split per line."""
+    import polars as pl
+
+    files = sorted((path / "metrics").iterdir()) if path.is_dir() else [path]
+    by_step: dict[int, dict[str, float]] = {}
+    for f in files:
+        with open(f) as lines:
+            for line in lines:
+                ts, value, step = line.split()
+                by_step.setdefault(int(step), {"time": int(ts)})[f.name] = float(value)
+    return pl.DataFrame([{"step": k, **v} for k, v in sorted(by_step.items())])
+
+
 def _polars_ndjson(path: Path):
     import polars as pl
 
@@ -202,7 +218,30 @@ BASELINES: dict[str, tuple[str, Callable[[Path], object], Callable[[Path], objec
     "colon": ("re.findall 'name: value'", _pairs_loop(COLON_PAIR), None),
     "kv-kubectl": ("re.findall 'key=value'", _pairs_loop(KV_PAIR), None),
     "kv-ranks": ("re.findall 'key=value'", _pairs_loop(KV_PAIR), None),
+    "mlflow": ("str.split, int()/float() per line", _mlflow_loop, None),
+    "mlflow-run": ("the same per file, merged by step in a dict", _mlflow_loop, None),
 }
+
+
+def _written(name: str, n: int) -> Path:
+    """The generated log (cached in bench/out): a file, or for MLflow a metric file named by its
+    metric, or a run folder of three metric files of n/3 lines each."""
+    if name == "mlflow":
+        path = OUT / f"mlflow_{n}" / "loss"
+    elif name == "mlflow-run":
+        path = OUT / f"mlflow_run_{n}"
+        if not path.exists():
+            (path / "metrics").mkdir(parents=True)
+            (path / "meta.yaml").write_text("artifact_uri: bench\n")
+            for metric in ("loss", "learning_rate", "grad_norm"):
+                (path / "metrics" / metric).write_text("\n".join(_lines("mlflow", n // 3)) + "\n")
+        return path
+    else:
+        path = OUT / f"lines_{name}_{n}.log"
+    if not path.exists():
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("\n".join(_lines(name, n)) + "\n")
+    return path
 
 
 def main() -> None:
@@ -217,12 +256,11 @@ def main() -> None:
     print(f"{'format':14s} {'read_log':>9s} {'k lines/s':>9s} {'plain loop':>10s} {'ratio':>6s}"
           f"  {'polars':>7s}  baseline")
     for name in names:
-        path = OUT / f"lines_{name}_{args.lines}.log"
-        if not path.exists():
-            path.write_text("\n".join(_lines(name, args.lines)) + "\n")
+        path = _written(name, args.lines)
         what, plain, compiled = BASELINES[name]
         log = read_log(path)
-        assert log.train.height >= args.lines // (12 if name == "olmo" else 2) - 1, (name, log.train.height)
+        least = args.lines // (12 if name == "olmo" else 6 if name == "mlflow-run" else 2) - 1
+        assert log.train.height >= least, (name, log.train.height)
         ours = best_of(lambda p=path: read_log(p), args.repeat)
         base = best_of(lambda p=path, f=plain: f(p), args.repeat)
         ref = f"{best_of(lambda p=path, f=compiled: f(p), args.repeat):6.2f}s" if compiled else "      -"

@@ -21,7 +21,7 @@ def read_per_line(path: str | Path, format: str) -> LogData:
     """The log read line by line by ``format``'s per-line parser (no vectorised path)."""
     src = open_source(path)
     try:
-        sink, acc = Sink(), Accounting()
+        sink, acc = Sink(source_name=Path(src.name).name), Accounting()  # (as read_log)
         fmt = BY_NAME[format]
         read_lines(src, fmt, sink, acc, strip=strips(fmt, decode_lines(src.head)))
         return assemble(src.name, format, sink, acc)
@@ -53,3 +53,37 @@ def sprinkle(lines: list[str], odd: Sequence[str], times: int, rng: random.Rando
     for _ in range(times):
         lines.insert(rng.randrange(len(lines)), rng.choice(odd))
     return lines
+
+
+def read_mlflow_run_per_line(path: str | Path) -> LogData:
+    """An MLflow run folder read line by line with ``int``/``float`` and one record emitted per step
+    (see ``mlflow.read_mlflow_run``: a step past int64 is a record of its own, after the others)."""
+    from losslens.logs.base import local_time
+
+    sink, acc = Sink(), Accounting()
+    rows: dict[int, dict] = {}
+    lone: list[dict] = []
+    metric_dir = Path(path) / "metrics"
+    for f in sorted(p for p in metric_dir.rglob("*") if p.is_file()):
+        name = f.relative_to(metric_dir).as_posix()
+        for n, line in enumerate(f.read_text(errors="replace").splitlines(), 1):
+            acc.total += 1
+            parts = line.split()
+            if not parts:
+                acc.blank += 1
+                continue
+            try:
+                ts, value = int(parts[0]), float(parts[1])
+                step = int(parts[2]) if len(parts) > 2 else 0
+            except (ValueError, IndexError):
+                acc.skip("not 'timestamp value step'", n, f"{name}: {line}")
+                continue
+            acc.parsed += 1
+            head = {"_time": ts, "_line": acc.total}
+            rec = rows.setdefault(step, head) if -2**63 <= step < 2**63 else (lone.append(head) or head)
+            rec[name] = value
+    for step, rec in [*sorted(rows.items()), *((None, r) for r in lone)]:
+        t, line = rec.pop("_time"), rec.pop("_line")
+        found, metrics = sink.metrics_from_pairs([(k, repr(v)) for k, v in rec.items()])
+        sink.emit(line, step, metrics, time=local_time(t / 1000) if -2**63 <= t < 2**63 else None)
+    return assemble(str(path), "mlflow", sink, acc)

@@ -68,6 +68,15 @@ def leading_time(line: str) -> datetime | None:
 SMALL_BYTES = 256 << 10  # below this the per-line parsers are faster than polars' per-query cost
 
 
+def local_time(seconds: float) -> datetime | None:
+    """A POSIX time as local wall time (``datetime.fromtimestamp``); None where there is no such
+    time (a damaged timestamp: NaN, or past the year 9999): the record keeps its values."""
+    try:
+        return datetime.fromtimestamp(seconds)
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
 def small(src: Source) -> bool:
     """A file small enough to read line by line (the vectorised readers' cost is per query)."""
     return src.size is not None and src.size < SMALL_BYTES

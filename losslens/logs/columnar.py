@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from importlib import import_module
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from losslens.logs.base import PREFIXES, TIMESTAMP, Format, LineParser, feed_ranked
+from losslens.logs.base import PREFIXES, TIMESTAMP, Format, LineParser, feed_ranked, local_time
 from losslens.logs.names import (
     MAGNITUDE,
     STEP_KEYS,
@@ -326,6 +327,28 @@ def times(stamp: pl.Series) -> pl.Series:
 def leading_times(text: pl.Series) -> pl.Series:
     """``base.leading_time`` over a column: the wall time each line starts with, or null."""
     return times(text.str.extract(TIMESTAMP.pattern, 1))
+
+
+def local_times(ms: pl.Series) -> pl.Series:
+    """POSIX times in ms as local wall times, as ``base.local_time`` gives them (none where there is
+    no such time): one UTC offset for the column when its first and last time share it, else
+    time by time (a daylight-saving change inside)."""
+    ok = ms.is_between(-62_135_596_800_000 + 86_400_000, 253_402_214_400_000)  # years 1..9999
+    valid = ms.filter(ok)
+    if not valid.len():
+        return pl.repeat(None, ms.len(), dtype=pl.Datetime("us"), eager=True)
+    offsets = {_utc_offset(int(valid.min()) / 1000), _utc_offset(int(valid.max()) / 1000)}  # type: ignore[arg-type]
+    if len(offsets) == 1:
+        micros = ms * 1000 + offsets.pop()
+        return pl.select(pl.when(ok).then(micros)).to_series().cast(pl.Datetime("us"))
+    return pl.Series([local_time(t / 1000) if t is not None else None for t in ms.to_list()],
+                     dtype=pl.Datetime("us"))
+
+
+def _utc_offset(seconds: float) -> int:
+    """The local UTC offset (µs) at a POSIX time, as ``datetime.fromtimestamp`` applies it."""
+    local, utc = datetime.fromtimestamp(seconds), datetime.fromtimestamp(seconds, UTC).replace(tzinfo=None)
+    return round((local - utc).total_seconds() * 1e6)
 
 
 def cut_prefixes(text: pl.Series, strip: bool) -> tuple[pl.Series, pl.DataFrame | None]:

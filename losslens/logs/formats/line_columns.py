@@ -9,7 +9,15 @@ import numpy as np
 import polars as pl
 
 from losslens.logs.base import ANSI
-from losslens.logs.columnar import add_rows, any_of, leading_times, matched, metric_columns, number_column
+from losslens.logs.columnar import (
+    add_rows,
+    any_of,
+    leading_times,
+    local_times,
+    matched,
+    metric_columns,
+    number_column,
+)
 from losslens.logs.formats.fairseq import FAIRSEQ_INNER, FAIRSEQ_KV, FAIRSEQ_PIPE, FAIRSEQ_VALID
 from losslens.logs.formats.megatron import MEGA_NAMES, MEGA_VALID
 from losslens.logs.formats.nanogpt import LLMC, LLMC_NEW, MODDED, MODDED_PAIR, NANO_EVAL, NANO_ITER
@@ -323,3 +331,26 @@ def olmo_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = N
     add_rows(sink, {"step": heads["1"].cast(pl.Int64, strict=False), "line": lineno.gather(at),
                     "time": leading_times(text.gather(at))}, cols, bad, idle=False)
     return pl.Series(in_record & np.isin(seg, rec[~bad.to_numpy()]))  # (a record left out: the parser's)
+
+
+# mlflow.MLFLOW_LINE as the columns read it: ASCII digits only (Python's \d takes any digit, and
+# int() reads them), the line exactly that (the per-line parser strips it first)
+_MLFLOW = (r"^(?<ts>[0-9]{10,13}) (?<value>[-+]?(?:[0-9]+\.?[0-9]*(?:[eE][-+]?[0-9]+)?|nan|inf|-inf|"
+           r"NaN|Infinity))(?: (?<step>[0-9]+))?$")
+
+
+def mlflow_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = None) -> pl.Series:
+    """An MLflow metric file's 'timestamp value step' lines: one metric, named by the file, at
+    the local wall time (``columnar.local_times``) of the timestamp, in ms or s."""
+    hit, g = matched(text, _MLFLOW)
+    if not hit.any():
+        return hit
+    ts = g["ts"].cast(pl.Int64)
+    ms = pl.select(pl.when(g["ts"].str.len_bytes() > 10).then(pl.lit(ts)).otherwise(pl.lit(ts) * 1000))
+    when = local_times(ms.to_series())
+    step = pl.select(pl.when(g["step"].is_null()).then(0).otherwise(g["step"].cast(pl.Int64, strict=False))
+                     ).to_series()
+    _, cols, unread = metric_columns(sink, [sink.source_name or "value"], [g["value"]], exact=True)
+    bad = any_of(unread, len(g))
+    add_rows(sink, {"step": step, "line": lineno.filter(hit), "time": when}, cols, bad)
+    return _less(hit, bad)

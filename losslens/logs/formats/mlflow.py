@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from losslens.errors import FormatError
-from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser
-from losslens.logs.sink import Accounting, Sink
+from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser, local_time
+from losslens.logs.sink import INT64, Accounting, Sink
 
 # --- MLflow metric file: "timestamp value step" ------------------------------------------------
 MLFLOW_LINE = re.compile(r"^(\d{10,13}) ([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf|-inf|NaN|Infinity))"
@@ -21,11 +22,9 @@ class _MlflowMetricParser(RegexLineParser):
         m = MLFLOW_LINE.match(line.strip())
         if not m:
             return "not 'timestamp value step'"
-        from datetime import datetime
-
         name = self.sink.source_name or "value"
         found, metrics = self.sink.metrics_from_pairs([(name, m.group(2))])
-        t = datetime.fromtimestamp(int(m.group(1)) / (1000 if len(m.group(1)) > 10 else 1))
+        t = local_time(int(m.group(1)) / (1000 if len(m.group(1)) > 10 else 1))
         if not self.sink.emit(lineno, int(m.group(3) or 0), metrics, time=t):
             return "no training metric"
         return None
@@ -37,6 +36,7 @@ class MlflowMetric(Format):
     title = ("MLflow file store: a run folder (mlruns/<exp>/<run>/metrics/*) or one metric file "
              "('timestamp value step' lines; the file name is the metric)")
     example = "1701361200123 2.4977 10"
+    rows = "line_columns:mlflow_rows"  # column-wise for large files
 
     def sniff(self, lines: list[str]) -> int:
         return sum(1 for x in lines if MLFLOW_LINE.match(x.strip()))
@@ -50,34 +50,82 @@ def is_mlflow_run(path: Path) -> bool:
     return path.is_dir() and (path / "metrics").is_dir() and (path / "meta.yaml").exists()
 
 
-def read_mlflow_run(path: Path, sink: Sink, acc: Accounting) -> None:
-    """mlruns/<experiment>/<run>/metrics/<name>: 'timestamp value step' per line."""
-    from datetime import datetime
+# a metric file's line as the columns read it (any other line: Python's int/float decide)
+RUN_LINE = (r"^(?<ts>-?[0-9]{1,15}) (?<value>[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)"
+            r"(?: (?<step>-?[0-9]{1,18}))?$")
 
-    rows: dict[int, dict] = {}
+
+def read_mlflow_run(path: Path, sink: Sink, acc: Accounting) -> None:
+    """mlruns/<experiment>/<run>/metrics/<name>: 'timestamp(ms) value step' per line. One record
+    per step, with every metric logged at it; its line and wall time are those of the first line
+    (in file order) at that step; a metric logged twice at one step keeps its last value. A step
+    past int64 is no step: such a line is a record of its own, after the others. A timestamp
+    that is no time (past the year 9999) leaves the record without one."""
+    import polars as pl
+
+    from losslens.logs.columnar import add_rows, local_times, metric_columns
+
     metric_dir = path / "metrics"
     files = sorted(p for p in metric_dir.rglob("*") if p.is_file())
     if not files:
         raise FormatError("no metric files in this MLflow run", source=str(path))
+    parts = []
     for f in files:
         name = f.relative_to(metric_dir).as_posix()
-        for n, line in enumerate(f.read_text(errors="replace").splitlines(), 1):
-            acc.total += 1
-            parts = line.split()
-            if not parts:
-                acc.blank += 1
-                continue
-            try:
-                ts, value = int(parts[0]), float(parts[1])
-                step = int(parts[2]) if len(parts) > 2 else 0
-            except (ValueError, IndexError):
-                acc.skip("not 'timestamp value step'", n, f"{name}: {line}")
-                continue
-            acc.parsed += 1
-            rec = rows.setdefault(step, {"_time": ts, "_line": acc.total})
-            rec[name] = value
-    for step in sorted(rows):
-        rec = rows[step]
-        t, line = rec.pop("_time"), rec.pop("_line")
-        found, metrics = sink.metrics_from_pairs([(k, repr(v)) for k, v in rec.items()])
-        sink.emit(line, step, metrics, time=datetime.fromtimestamp(t / 1000))
+        lines = f.read_text(errors="replace").splitlines()
+        parts.append(_metric_rows(name, lines, acc.total + 1, acc))
+        acc.total += len(lines)
+    rows = pl.concat(parts)
+    keyed = rows.filter(pl.col("step").is_not_null())
+    heads = keyed.group_by("step", maintain_order=True).agg(pl.col("line").first(), pl.col("ts").first())
+    names = list(dict.fromkeys(rows["name"].to_list()))
+    if keyed.height:
+        values = keyed.group_by("step", "name", maintain_order=True).agg(pl.col("value").last())
+        heads = heads.join(values.pivot(on="name", index="step", values="value"), on="step", how="left")
+    lone = rows.filter(pl.col("step").is_null())  # (steps past int64)
+    if lone.height:
+        lone = lone.select("step", "line", "ts", "name", "value").pivot(
+            on="name", index=["step", "line", "ts"], values="value")
+        heads = pl.concat([heads.sort("step"), lone], how="diagonal_relaxed")
+    else:
+        heads = heads.sort("step")
+    keys = [n for n in names if n in heads.columns]
+    _, cols, _ = metric_columns(sink, keys, [heads[k] for k in keys])
+    n_idle = len(sink.idle_lines)
+    meta = {"step": heads["step"], "line": heads["line"], "time": local_times(heads["ts"])}
+    add_rows(sink, meta, cols, None)
+    del sink.idle_lines[n_idle:]  # (a step with no training metric: its lines were read all the same)
+
+
+def _metric_rows(name: str, lines: list[str], first: int, acc: Accounting) -> Any:
+    """One metric file's lines as rows (name, line, step, ts, value); blank and unreadable lines
+    accounted in ``acc``. The common line is read column-wise, any other by ``int``/``float``."""
+    import numpy as np
+    import polars as pl
+
+    text = pl.Series("text", lines, dtype=pl.String)
+    g = text.str.extract_groups(RUN_LINE).struct.unnest()
+    hit = g["ts"].is_not_null()
+    line = pl.Series("line", np.arange(first, first + len(lines), dtype=np.int64))
+    fast = pl.DataFrame({"line": line, "step": g["step"].cast(pl.Int64).fill_null(0),
+                         "ts": g["ts"].cast(pl.Int64), "value": g["value"].cast(pl.Float64)}).filter(hit)
+    slow: dict[str, list] = {"line": [], "step": [], "ts": [], "value": []}
+    for i in np.flatnonzero(~hit.to_numpy()):
+        parts = lines[i].split()
+        if not parts:
+            acc.blank += 1
+            continue
+        try:
+            ts, value = int(parts[0]), float(parts[1])
+            step = int(parts[2]) if len(parts) > 2 else 0
+        except (ValueError, IndexError):
+            acc.skip("not 'timestamp value step'", int(i) + 1, f"{name}: {lines[i]}")
+            continue
+        slow["line"].append(first + int(i))
+        slow["step"].append(step if -INT64 <= step < INT64 else None)
+        slow["ts"].append(ts if -INT64 <= ts < INT64 else None)
+        slow["value"].append(value)
+    acc.parsed += fast.height + len(slow["line"])
+    schema = {"line": pl.Int64, "step": pl.Int64, "ts": pl.Int64, "value": pl.Float64}
+    rows = pl.concat([fast, pl.DataFrame(slow, schema=schema)]).sort("line")
+    return rows.with_columns(pl.lit(name).alias("name"))

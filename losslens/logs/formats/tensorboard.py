@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from losslens.errors import InputError
-from losslens.logs.base import Format
+from losslens.logs.base import Format, local_time
 from losslens.logs.sink import Accounting, Sink
 
 
@@ -47,7 +47,6 @@ def read_event_file(path: str, sink: Sink, acc: Accounting) -> None:
     except ImportError:
         raise InputError(f"reading TensorBoard event files needs the tensorboard package: {TB_HINT}",
                          source=path) from None
-    from datetime import datetime
 
     by_step: dict[tuple[int, int], dict] = {}
     try:
@@ -88,4 +87,4 @@ def read_event_file(path: str, sink: Sink, acc: Accounting) -> None:
         line, t = rec.pop("_line"), rec.pop("_time")
         pairs = [(k, repr(v)) for k, v in rec.items()]
         found, metrics = sink.metrics_from_pairs(pairs)
-        sink.emit(line, step, metrics, time=datetime.fromtimestamp(t))
+        sink.emit(line, step, metrics, time=local_time(t))

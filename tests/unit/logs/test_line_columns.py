@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from polars.testing import assert_frame_equal
 
 from losslens import read_log, synth
 from tests.conftest import FIXTURES, reallog
@@ -189,3 +190,89 @@ def test_olmo_records_across_chunks_with_odd_lines(tmp_path, monkeypatch, seed: 
     path.write_text("\n".join(lines) + ("\n" if seed else ""))
     assert_same(path, "olmo")
     assert read_log(path).format == "olmo"
+
+
+MLFLOW_ODD = [
+    "", "1701361200123 nan 7", "1701361200 inf 8", "1701361200123 -inf", "1701361200123 NaN 9",
+    "1701361200123 Infinity 10", "1701361200123 2.5 99999999999999999999", "1701361200123 1e-3 11",
+    "  1701361200123 2.5 12  ", "1701361200123 2.5 ١٣", "170136120 2.5 14", "1701361200123 2,5 15",
+    "1701361200123 +2. 16", "1701361200123 .5 17", "timestamp value step", "1701361200123\t2.5\t18",
+]
+
+
+def mlflow_lines(n: int, start: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    t, out = start, []
+    for step in range(n):
+        t += rng.randrange(500, 5000)  # milliseconds
+        out.append(f"{t} {2.5 * 0.999 ** step + rng.gauss(0, 0.01):.6g} {step}")
+    return out
+
+
+@pytest.mark.parametrize(("name", "tz", "start"), [
+    ("loss", "UTC", 1_701_361_200_000), ("train_loss", "Asia/Kolkata", 1_701_361_200_000),
+    # a daylight-saving change inside the file (the chunks across it go line by line)
+    ("val_loss", "America/New_York", 1_710_050_000_000)])
+def test_mlflow_metric_file(tmp_path, monkeypatch, name: str, tz: str, start: int) -> None:
+    import time
+
+    from losslens.logs import source
+
+    monkeypatch.setenv("TZ", tz)
+    time.tzset()
+    monkeypatch.setattr(source, "HEAD_BYTES", 8192)  # many chunks: most column-wise
+    monkeypatch.setattr(source.Source.chunks, "__defaults__", (4096, source.MAX_LINE))
+    try:
+        lines = sprinkle(mlflow_lines(3000, start, seed=len(name)), MLFLOW_ODD, 60, random.Random(tz))
+        path = tmp_path / name
+        path.write_text("\n".join(lines) + "\n")
+        assert_same(path, "mlflow")
+        assert read_log(path).format == "mlflow"
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+MLFLOW_RUN_ODD = [
+    "", "   ", "1701361200123 nan 7", "1701361200123 -inf 8", "1701361200123 2.5", "1701361200123 1_0 9",
+    "+1701361200123 2.5 10", "1701361200123 2.5 99999999999999999999", "99999999999999999999 2.5 7777",
+    "9999999999999999 2.5 7778",
+    "1701361200123 2.5 12 extra", "1701361200123\t2.5\t13", "1701361200123", "ts value step",
+    "1701361200123 2,5 14", "1701361200123 1e400 15", "1701361200123 2.5 -3", "x 2.5 16",
+]
+
+
+@pytest.mark.parametrize(("tz", "start"), [("UTC", 1_701_361_200_000),
+                                           ("America/New_York", 1_710_050_000_000)])
+def test_mlflow_run_folder_column_wise(tmp_path, monkeypatch, tz: str, start: int) -> None:
+    """The run folder read column-wise equals the line-by-line reference: records merged by step
+    over the metric files (in file order), odd lines read by int/float or skipped, a timestamp
+    past the year 9999 a record without a time (it used to end the read with an OSError)."""
+    import time
+
+    from losslens.logs.frame import LogData
+    from tests.naive import read_mlflow_run_per_line
+
+    monkeypatch.setenv("TZ", tz)
+    time.tzset()
+    try:
+        run = tmp_path / "run"
+        (run / "metrics" / "train").mkdir(parents=True)
+        (run / "meta.yaml").write_text("artifact_uri: x\n")
+        rng = random.Random(tz)
+        for i, name in enumerate(["train/loss", "val_loss", "lr", "train/acc", "loss"]):
+            lines = [x for x in mlflow_lines(1500, start, seed=i) if rng.random() < 0.8]  # steps missing
+            (run / "metrics" / name).write_text("\n".join(sprinkle(lines, MLFLOW_RUN_ODD, 40, rng)) + "\n")
+        fast, slow = read_log(run), read_mlflow_run_per_line(run)
+        assert isinstance(fast, LogData) and fast.format == "mlflow"
+        assert fast.lines.as_dict() == slow.lines.as_dict()
+        assert dict(fast.lines.skipped) == dict(slow.lines.skipped) and fast.lines.skipped
+        for a, b in ((fast.train, slow.train), (fast.eval, slow.eval)):
+            assert sorted(a.columns) == sorted(b.columns)
+            assert_frame_equal(a.select(sorted(a.columns)), b.select(sorted(a.columns)),
+                               check_dtypes=False, check_exact=True)
+        assert fast.segments == slow.segments and fast.names == slow.names
+        assert fast.train["time"].null_count() == slow.train["time"].null_count() > 0
+    finally:
+        monkeypatch.undo()
+        time.tzset()
