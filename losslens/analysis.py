@@ -25,7 +25,9 @@ CONTEXT = ("epoch", "lr", "grad_norm", "acc", "loss")
 
 
 def series_of(log: LogData, metric: str, context: bool = True) -> list[Series]:
-    """Per segment: the metric's values at ascending steps (repeated steps: the last record).
+    """Per segment: the metric's values at ascending steps (repeated steps: the last record, but a
+    non-finite value over finite ones: a NaN one rank or a re-run printed at a step that another
+    record also holds is never hidden by it).
     ``eval_*`` metrics come from the eval records (with the train loss as context); ``time`` is
     wall-clock seconds. ``context=False``: without the other metrics (LR, epoch, grad norm) that
     only the loss's detectors read (a queue or a throughput column is analysed alone)."""
@@ -52,6 +54,11 @@ def series_of(log: LogData, metric: str, context: bool = True) -> list[Series]:
             data["step"].diff().min() > 0:  # type: ignore[operator]
         groups = [((data["segment"][0],), data)]  # one segment, steps rising: nothing to sort
     else:
+        if data[metric].dtype.is_float() and not data[metric].is_finite().all():
+            # within a step, finite records first (in their order), so that 'last' is a
+            # non-finite one where the step has any
+            data = data.sort(pl.col(metric).is_finite().not_(), maintain_order=True)
+            data = data.sort("step", maintain_order=True)
         groups = [(key, part.unique("step", keep="last", maintain_order=True).sort("step"))
                   for key, part in data.group_by("segment", maintain_order=True)]
     for (seg,), part in groups:
@@ -129,7 +136,10 @@ def choose_loss(log: LogData, metrics: tuple[str, ...] = ()) -> tuple[LogData, d
             train = train.rename({"loss": "loss_unchosen"})
         names = {k: v for k, v in log.names.items() if k not in ("loss", column)}
         names["loss"] = original
-        log = dataclasses.replace(log, train=train.rename({column: "loss"}), names=names)
+        renamed = {"loss": "loss_unchosen", column: "loss"}
+        ranks = tuple({**d, "metric": renamed.get(d["metric"], d["metric"])} for d in log.rank_nonfinite)
+        log = dataclasses.replace(log, train=train.rename({column: "loss"}), names=names,
+                                  rank_nonfinite=ranks)
     return log, {"column": original, "why": why}
 
 
@@ -194,6 +204,9 @@ def analyze_log(log: LogData, detectors: tuple[Detector, ...] = REGISTRY,
                 del cache[metric]
     if big:
         progress.report(f"analysing {log.train.height:,} records", len(detectors), len(detectors))
+    nonfinite = next((d for d in detectors if d.name == "nonfinite" and d.name not in ignore), None)
+    if nonfinite is not None:
+        findings += _other_ranks(log, findings, nonfinite.metrics)
     findings = _with_lines(_memorising(_explained(findings, detectors)), log)
     findings.sort(key=lambda f: (-int(f.severity), f.start_step, f.kind, f.metric))
     report = Report(source=log.source, format=log.format, lines=log.lines.as_dict(),
@@ -202,6 +215,34 @@ def analyze_log(log: LogData, detectors: tuple[Detector, ...] = REGISTRY,
                   metrics=log.metrics + [m for m in log.eval_metrics if m not in log.metrics],
                   findings=findings, skipped=skipped, notes=list(log.notes), loss=loss)
     return log, report
+
+
+def _other_ranks(log: LogData, findings: list[Finding], metrics: tuple[str, ...]) -> list[Finding]:
+    """The non-finite values that torchrun ranks other than the analysed one logged (a NaN on any
+    rank is the run's): a ``nonfinite`` finding each, where the analysed rank has none as early."""
+    out: list[Finding] = []
+    for d in log.rank_nonfinite:
+        metric, first = d["metric"], d["first_step"]
+        if metric not in metrics or any(
+                f.kind == "nonfinite" and f.metric == metric and first is not None and f.start_step <= first
+                for f in findings + out):
+            continue
+        before = log.train.filter(pl.col("line") <= d["first_line"]).select(pl.col("segment").sort_by("line"))
+        segment = int(before["segment"][-1]) if before.height else 0
+        values = "/".join(d["values"])
+        summary = (f"{metric} is {values} on rank {d['rank']} from step {first} (line {d['first_line']}), "
+                   f"{d['count']} of its records; the rank analysed does not show it")
+        severity = Severity.ERROR
+        if metric == "grad_norm":
+            severity = Severity.WARNING
+            summary += ("; with fp16 dynamic loss scaling an overflowing step is skipped (normal when "
+                        "rare)")
+        else:
+            summary += ": training has blown up on that rank (a bad batch it read, fp16 overflow)"
+        out.append(Finding("nonfinite", severity, metric, int(first or 0), int(d["last_step"] or first or 0),
+                           summary, {"first_step": first, "count": d["count"], "values": d["values"],
+                                     "rank": d["rank"]}, segment, line=d["first_line"]))
+    return out
 
 
 # formats whose 'line' column counts records or events, not lines of a text file
@@ -219,6 +260,9 @@ def _with_lines(findings: list[Finding], log: LogData) -> list[Finding]:
     seg, step, line = (frame[c].to_numpy() for c in ("segment", "step", "line"))
     out = []
     for f in findings:
+        if f.line is not None:  # (another rank's record: its own line)
+            out.append(f)
+            continue
         lo, hi = np.searchsorted(seg, f.segment, "left"), np.searchsorted(seg, f.segment, "right")
         i = lo + int(np.searchsorted(step[lo:hi], f.start_step, "left"))
         found = int(line[i]) if i < hi else None

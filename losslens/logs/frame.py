@@ -55,6 +55,9 @@ class LogData:
     lost: tuple[str, ...] = ()  # what the read could not take (a gzip file cut short, a hole of
     # NUL bytes): among the notes too, and said by `check` on stderr
     lists: tuple[str, ...] = ()  # list columns a large log holds as their min and mean only
+    # the non-finite values of the torchrun ranks not analysed (see ``_one_rank``): per rank and
+    # metric, {rank, metric, first_step, first_line, last_step, count, values}
+    rank_nonfinite: tuple[dict, ...] = ()
 
     @property
     def metrics(self) -> list[str]:
@@ -72,26 +75,27 @@ class LogData:
 
 
 def _one_rank(train: list[pl.DataFrame], evals: list[pl.DataFrame], acc: Accounting,
-              notes: list[str]) -> tuple[list[pl.DataFrame], list[pl.DataFrame]]:
+              notes: list[str], elsewhere: list[dict]) -> tuple[list[pl.DataFrame], list[pl.DataFrame]]:
     """Every rank of a torchrun job printing its own lines: the lowest rank is analysed (ranks
     interleave, so their steps would go back and forth as if the run restarted), the others'
-    records are counted as skipped lines, and a non-finite value among them gets a note."""
+    records are counted as skipped lines; their non-finite values are put in ``elsewhere`` (per
+    rank and metric: the analysis makes them findings) and the first gets a note."""
     ranked = [p for p in train if "rank" in p.columns]
     ranks = sorted({int(r) for p in ranked for r in p["rank"].drop_nulls().unique()})
     if len(ranks) > 1:
         keep = ranks[0]
         other = pl.col("rank").is_not_null() & (pl.col("rank") != keep)
         nan_note = None
-        for p in ranked:
+        for p in ranked + [e for e in evals if "rank" in e.columns]:
             floats = [c for c, t in p.schema.items() if t.is_float() and c != "rank"]
             bad = p.filter(other & pl.any_horizontal([~pl.col(c).is_finite() for c in floats])) \
                 if floats else p.clear()
-            if bad.height:
+            if bad.height and nan_note is None:
                 first = bad.row(0, named=True)
                 cols = [c for c in floats if first[c] is not None and not math.isfinite(first[c])]
                 nan_note = (f"rank {int(first['rank'])} logged a non-finite {', '.join(cols)} at step "
                             f"{first['step']} (line {first['line']}); rank {keep} is the one analysed")
-                break
+            elsewhere += _nonfinite_by_rank(bad, floats)
         dropped = dict(sorted((int(ln), int(r)) for p in train + evals if "rank" in p.columns
                               for ln, r in p.filter(other).select("line", "rank").iter_rows()))
         reason = f"another rank's record (rank {keep} analysed)"
@@ -106,6 +110,21 @@ def _one_rank(train: list[pl.DataFrame], evals: list[pl.DataFrame], acc: Account
         evals = [p.filter(~other) if "rank" in p.columns else p for p in evals]
     return ([p.drop("rank") if "rank" in p.columns else p for p in train],
             [p.drop("rank") if "rank" in p.columns else p for p in evals])
+
+
+def _nonfinite_by_rank(bad: pl.DataFrame, floats: list[str]) -> list[dict]:
+    """Per rank and float column of ``bad`` (records of ranks not analysed): where it is non-finite."""
+    out = []
+    for c in floats:
+        hit = bad.filter(~pl.col(c).is_finite()).sort("line")
+        for (rank,), part in hit.group_by("rank", maintain_order=True):
+            v = part[c]
+            kinds = [k for k, n in (("NaN", v.is_nan().sum()), ("inf", (v == math.inf).sum()),
+                                    ("-inf", (v == -math.inf).sum())) if n]
+            out.append({"rank": int(rank), "metric": c, "first_step": part["step"][0],  # type: ignore[call-overload]
+                        "first_line": int(part["line"][0]), "last_step": part["step"][-1],
+                        "count": part.height, "values": kinds})
+    return out
 
 
 def _parts(sink: Sink, evals: bool) -> list[pl.DataFrame]:
@@ -188,7 +207,8 @@ def assemble(source: str, fmt: str, sink: Sink, acc: Accounting) -> LogData:
     torchrun job, steps filled in, restart segments, eval records placed in their segment. Every
     reader ends here, and so do `watch`'s windows."""
     notes = list(sink.lost) + list(sink.notes) + sink.mixed_notes()
-    train_parts, eval_parts = _one_rank(_parts(sink, False), _parts(sink, True), acc, notes)
+    elsewhere: list[dict] = []
+    train_parts, eval_parts = _one_rank(_parts(sink, False), _parts(sink, True), acc, notes, elsewhere)
     if sink.compactors is not None:
         notes.append(NARROW_NOTE)
     if not train_parts and not eval_parts:
@@ -217,7 +237,8 @@ def assemble(source: str, fmt: str, sink: Sink, acc: Accounting) -> LogData:
                      f"{len(segments)} segments (restarts), analysed apart")
     return LogData(source=source, format=fmt, train=train, eval=_ordered(evals), lines=acc,
                    segments=segments, names=dict(sink.names), notes=tuple(notes), lost=tuple(sink.lost),
-                   lists=tuple(sink.compactors[0].lists) if sink.compactors else ())
+                   lists=tuple(sink.compactors[0].lists) if sink.compactors else (),
+                   rank_nonfinite=tuple(elsewhere))
 
 
 def _ordered(df: pl.DataFrame) -> pl.DataFrame:

@@ -50,11 +50,20 @@ def _samples(lines: list[str], limit: int = SNIFF_LINES) -> tuple[list[str], lis
     return raw, [RANK_PREFIX.sub("", strip_prefixes(x)[0], count=1) for x in raw]
 
 
-def strips(fmt: Format, lines: list[str]) -> bool:
-    """Whether ``fmt`` reads ``lines`` better without the capture's prefixes (then every line is
-    fed to it without them)."""
-    raw, stripped = _samples(lines)
-    return stripped != raw and fmt.sniff(stripped) > fmt.sniff(raw)
+def strips(fmt: Format, lines: list[str], limit: int = SNIFF_LINES) -> bool:
+    """Whether ``fmt`` reads ``lines`` (the first ``limit`` non-blank ones: those the format was
+    sniffed on) better without the capture's prefixes (then every line is fed to it without them)."""
+    raw, stripped = _samples(lines, limit)
+    if stripped == raw:
+        return False
+    better, same = fmt.sniff(stripped), fmt.sniff(raw)
+    # a torchrun rank prefix behind the capture's ('2024-05-01T10:00:00Z [rank3]: step=…'): only
+    # with the capture's prefixes cut off are the ranks told apart (else their records mix)
+    return better > same or (better == same and 2 * sum(map(_rank_behind, lines[:limit])) > len(raw))
+
+
+def _rank_behind(line: str) -> bool:
+    return RANK_PREFIX.match(line) is None and RANK_PREFIX.match(strip_prefixes(line)[0]) is not None
 
 
 def whole_document(path: str) -> bool:
@@ -133,20 +142,26 @@ def _read(src: Source, format: str | None) -> LogData:
         # the head's last line may be cut short, unless the head ends at a newline
         cut = len(head_lines) > 1 and not src.head.endswith(b"\n")
         whole = head_lines[:-1] if cut else head_lines
+        sample, limit = whole, SNIFF_LINES  # the lines the format is known from
         fmt, _ = sniff(whole)
         if fmt is None:  # a long preamble: look at the whole head, then further once
-            fmt, _ = sniff(whole, limit=len(whole))
+            limit = len(whole)
+            fmt, _ = sniff(whole, limit=limit)
         if fmt is None and src.extend_head(SNIFF_DEEP_BYTES):
             # some logs open with thousands of lines of start-up noise: look further once
             deep = decode_lines(src.head)
-            fmt, _ = sniff(deep[:-1] if len(deep) > 1 else deep, limit=len(deep))
+            sample, limit = deep[:-1] if len(deep) > 1 else deep, len(deep)
+            fmt, _ = sniff(sample, limit=limit)
         if fmt is None:
             raise FormatError("no known log format recognised (see `losslens formats`, or pass "
                               "--format)", source=src.name)
     else:
         fmt = BY_NAME[format]
+        sample, limit = head_lines, SNIFF_LINES
+        if not fmt.sniff(_samples(sample, limit)[1]):  # its lines further down, behind a preamble
+            limit = len(sample)
     sink, acc = Sink(source_name=os.path.basename(src.name)), Accounting()
-    strip = not fmt.whole_file and strips(fmt, head_lines)
+    strip = not fmt.whole_file and strips(fmt, sample, limit)
     fmt.read(src, sink, acc, strip, head_lines[:SNIFF_LINES])
     if src.stopped:  # a gzip log cut short
         sink.lost.append(f"{src.stopped}: read up to there")

@@ -30,7 +30,9 @@ from losslens.logs.reader import strips
 from losslens.logs.sink import Accounting, Sink
 
 FAST_BATCH = 500  # a batch of this many kv lines is read vectorised
-SNIFF_MAX = 2000  # lines held before the format is known; then kv is assumed
+# lines held before the format is known (about the 8 MiB read_log sniffs: a real log can open
+# with 5,000 lines of compiler warnings); then kv is assumed
+SNIFF_MAX = 1 << 16
 SNIFF_AFTER = 20  # non-blank lines before the format is guessed
 PASSED = "before the start (--tail / --from-end)"
 
@@ -158,7 +160,9 @@ class Watcher:
 
     def _start(self) -> None:
         if self.format is None:
-            fmt, _ = sniff([x for _, x in self.pending])
+            # every pending line (a preamble of thousands of lines may come before the first
+            # record, as read_log looks 8 MiB deep): the sniffs, at doubling counts, stay linear
+            fmt, _ = sniff([x for _, x in self.pending], limit=len(self.pending))
             self.sniffed_at = time.monotonic()
             if fmt is None or fmt.whole_file:
                 if len(self.pending) < SNIFF_MAX:
@@ -169,7 +173,7 @@ class Watcher:
                 fmt = BY_NAME["kv"]
             self.format = fmt
         self.parser = self.format.parser(self.sink)
-        self.strip = strips(self.format, [x for _, x in self.pending])
+        self.strip = strips(self.format, [x for _, x in self.pending], limit=max(1, len(self.pending)))
         pending, self.pending = self.pending, []
         for lineno, line in pending:
             self._parse(lineno, line)
@@ -246,7 +250,7 @@ class Watcher:
     def finish_input(self) -> None:
         if self.parser is None and self.pending:
             if self.format is None:
-                fmt, _ = sniff([x for _, x in self.pending])
+                fmt, _ = sniff([x for _, x in self.pending], limit=len(self.pending))
                 self.format = fmt if fmt is not None and not fmt.whole_file else BY_NAME["kv"]
             self._start()
         if self.parser is not None:

@@ -471,3 +471,51 @@ def test_readme_and_dependencies() -> None:
     assert any(d.startswith("scipy") for d in project["optional-dependencies"]["dev"])
     assert "../shared" not in readme  # every example runs from a fresh clone
     assert "CPU wheel index" in readme
+
+
+# a NaN is never hidden: not by another rank's record, nor by a record at the same step
+def _ranked(tmp_path: Path, old: str, new: str, prefix: str = "") -> Path:
+    text = (FIXTURES / "torchrun_ranks.log").read_text()
+    assert old in text
+    text = text.replace(old, new, 1)
+    lines = text.splitlines()
+    return write_lines(tmp_path / "ranks.log", [f"{prefix.format(i=i % 60)}{x}" for i, x in enumerate(lines)])
+
+
+def test_a_nan_only_another_rank_printed_fails_the_gate(tmp_path: Path) -> None:
+    log = _ranked(tmp_path, "[rank2]: step=30 loss=2.4200", "[rank2]: step=30 loss=nan")
+    out = run("check", str(log))
+    assert out.returncode == 1
+    line = next(n for n, x in enumerate(log.read_text().splitlines(), 1) if "loss=nan" in x)
+    said = f"ranks.log:{line}: step 30: error nonfinite [loss] loss is NaN on rank 2 from step 30"
+    assert said in out.stdout
+    report = json.loads(run("analyze", str(log), "--json").stdout)
+    (f,) = [f for f in report["findings"] if f["kind"] == "nonfinite"]
+    assert f["evidence"]["rank"] == 2 and f["line"] == line and f["start_step"] == 30
+    clean = run("check", str(FIXTURES / "torchrun_ranks.log"))
+    assert clean.returncode == 0
+
+
+def test_a_nan_behind_a_timestamp_and_a_rank_prefix_fails_the_gate(tmp_path: Path) -> None:
+    """'kubectl logs --timestamps' before torchrun's '[rank0]: ': the ranks are told apart (they
+    mixed into restarts, and rank 2's record at the same step hid rank 0's NaN)."""
+    log = _ranked(tmp_path, "[rank0]: step=22 loss=2.5600", "[rank0]: step=22 loss=nan",
+                  prefix="2024-05-01T10:00:{i:02d}.123456789Z ")
+    out = run("check", str(log))
+    assert out.returncode == 1 and "error nonfinite [loss] loss is NaN from step 22" in out.stdout
+    report = json.loads(run("analyze", str(log), "--json").stdout)
+    assert "lines from 4 ranks (0, 1, 2, 3): rank 0 analysed, 180 records of the others skipped" \
+        in report["notes"]
+
+
+def test_a_nan_at_a_step_another_record_repeats_fails_the_gate(tmp_path: Path) -> None:
+    """Two processes print the same steps into one file, no prefix: the later record at a step
+    is analysed, but never in place of a NaN."""
+    lines = []
+    for step in range(1, 200):
+        for proc in (0, 1):
+            loss = "nan" if (step, proc) == (120, 0) else f"{3 - step / 100 + proc / 1000:.4f}"
+            lines.append(f"step={step} loss={loss} lr=1e-04")
+    out = run("check", str(write_lines(tmp_path / "twice.log", lines)))
+    assert out.returncode == 1
+    assert "error nonfinite [loss] loss is NaN from step 120 in 1 of 199 records" in out.stdout

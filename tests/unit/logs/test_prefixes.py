@@ -82,3 +82,33 @@ def test_spaced_equals_reads(tmp_path: Path, line: str, fmt: str, metrics: list[
     log = read_log(path)
     assert log.format == fmt and log.metrics == metrics and log.lines.parsed == 40
     assert log.train["loss"][3] == pytest.approx(67.4)
+
+
+PREAMBLE = [f"W0530 14:48:26.433000 2622492 site-packages/torch/_dynamo/convert_frame.py:1233] line {i} "
+            "of a graph break's traceback" for i in range(3000)]
+
+
+@pytest.mark.parametrize("body", ["nanogpt", "kv"])
+@pytest.mark.parametrize("capture", ["kubectl --timestamps", "python logging", "pasted quote"])
+def test_prefixed_logs_behind_a_long_preamble(tmp_path: Path, capture: str, body: str) -> None:
+    """3,000 lines of torch.compile warnings before the first record (as in a real modded-nanogpt
+    fork's log): the format is sniffed deep, and the prefixes are judged on the lines it was
+    sniffed on (they were judged on the first 400: all preamble, so nothing was read: exit 2),
+    by read_log and by watch (which assumed kv at 2,000 lines and read nothing: exit 0)."""
+    from losslens.config import load
+    from losslens.watch.watcher import Watcher
+
+    records, nan_step = (NANOGPT, 150) if body == "nanogpt" else (KV, 35)
+    lines = [PREFIXES[capture](i) + x for i, x in enumerate(PREAMBLE + records)]
+    path = tmp_path / "run.log"
+    path.write_text("\n".join(lines) + "\n")
+    log = read_log(path)
+    assert log.format == body and log.lines.parsed == 40
+    assert [f.start_step for f in analyze(log).findings if f.kind == "nonfinite"] == [nan_step]
+    w = Watcher("x", None, load(None, cwd=Path("/")).registry(), frozenset())
+    for line in lines:
+        w.feed(line)
+    w.finish_input()
+    w.analyse(now=0.0)
+    assert w.format is not None and w.format.name == body and w.acc.parsed == 40
+    assert w.report is not None and any(f.kind == "nonfinite" for f in w.report.findings)

@@ -126,8 +126,9 @@ LINES = list(synth.dflash_lines(400))
 
 def test_sniffing_a_long_unrecognised_preamble_is_bounded(monkeypatch) -> None:
     """5,000 lines no reader knows, then records: the format is guessed at 20 lines, again each
-    time the pending lines double (or a second later), then kv is assumed at 2,000: every line
-    is accounted for, and the sniffer ran a handful of times, not once a line."""
+    time the pending lines double (or a second later), on every pending line (kv is assumed only
+    at SNIFF_MAX): every line is accounted for, and the sniffer ran a handful of times, not once
+    a line."""
     import losslens.watch.watcher as watch
 
     calls = []
