@@ -11,7 +11,7 @@ import dataclasses
 import math
 import os
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,6 +117,13 @@ class Watcher:
         self.templates: list[columns.Template] | None = None  # for large batches of kv lines
         self.urgent = False  # a metric was read non-finite for the first time: analyse now
         self.notes: list[str] = []  # what following the file may have cost (rotations, truncations)
+        # a generic format ('key: value') sniffed from the first lines may be a preamble's: its
+        # lines are kept and sniffed again as they double, and a specific format found in them
+        # re-reads them all (a HF Trainer log opens with 'CUDA version: 11.8' lines)
+        self.provisional = False
+        self.replay: list[tuple[int, str]] = []
+        self.next_resniff = 0
+        self.before = Accounting()  # the accounting before the provisional format read a line
 
     def pass_over(self, n: int) -> None:
         """``n`` lines before the start (``watch --tail``/``--from-end``): counted, not read."""
@@ -138,6 +145,10 @@ class Watcher:
                 return
             self._start()
             return
+        if self.provisional:
+            self.replay.append((lineno, line))
+            if len(self.replay) >= self.next_resniff and self._resniff():
+                return  # (this line too was read again)
         self._parse(lineno, line)
 
     def _due(self) -> bool:
@@ -157,6 +168,7 @@ class Watcher:
             fmt, _ = sniff(lines)
             if fmt is not None and not fmt.whole_file:
                 self.format = fmt
+                self.provisional = fmt.generic
 
     def _start(self) -> None:
         if self.format is None:
@@ -172,10 +184,48 @@ class Watcher:
                     return
                 fmt = BY_NAME["kv"]
             self.format = fmt
+            self.provisional = fmt.generic
         self.parser = self.format.parser(self.sink)
         self.strip = strips(self.format, [x for _, x in self.pending], limit=max(1, len(self.pending)))
         pending, self.pending = self.pending, []
+        if self.provisional:
+            self.before = Accounting(parsed=self.acc.parsed, skipped=Counter(self.acc.skipped),
+                                     examples=dict(self.acc.examples))
+            self.replay = list(pending)
+            self.next_resniff = 2 * len(pending)
         for lineno, line in pending:
+            self._parse(lineno, line)
+
+    def _resniff(self) -> bool:
+        """Sniff the lines read under a provisional format again; True when a specific format
+        reads them better and has re-read them all."""
+        lines = [x for _, x in self.replay]
+        fmt, _ = sniff(lines, limit=len(lines))
+        self.next_resniff = 2 * len(lines)
+        if fmt is not None and not fmt.generic and not fmt.whole_file:
+            self._switch(fmt)
+            return True
+        if len(lines) >= SNIFF_MAX:
+            self.provisional, self.replay = False, []
+        return False
+
+    def _switch(self, fmt: Format) -> None:
+        """Read the kept lines again with ``fmt``, from the accounting before them."""
+        replay, old = self.replay, self.format
+        self.provisional, self.replay = False, []
+        self.acc.parsed, self.acc.skipped = self.before.parsed, Counter(self.before.skipped)
+        self.acc.examples = dict(self.before.examples)
+        self.sink = Sink(source_name=self.sink.source_name)
+        self.train.clear()
+        self.evals.clear()
+        self.nonfinite.clear()
+        self.new_records, self.templates = 0, None
+        self.format = fmt
+        self.parser = fmt.parser(self.sink)
+        self.strip = strips(fmt, [x for _, x in replay], limit=len(replay))
+        self.notes.append(f"the first lines read as {old.name if old else '?'}, then as {fmt.name} once "
+                          f"its lines came: {len(replay):,} lines read again")
+        for lineno, line in replay:
             self._parse(lineno, line)
 
     def feed_batch(self, lines: list[str]) -> None:
@@ -253,6 +303,9 @@ class Watcher:
                 fmt, _ = sniff([x for _, x in self.pending], limit=len(self.pending))
                 self.format = fmt if fmt is not None and not fmt.whole_file else BY_NAME["kv"]
             self._start()
+        if self.provisional and self.replay:
+            self._resniff()  # (the end of the input: what the lines are is known now)
+        self.provisional, self.replay = False, []
         if self.parser is not None:
             n = len(self.sink.train)
             self.parser.finish()

@@ -519,3 +519,19 @@ def test_a_nan_at_a_step_another_record_repeats_fails_the_gate(tmp_path: Path) -
     out = run("check", str(write_lines(tmp_path / "twice.log", lines)))
     assert out.returncode == 1
     assert "error nonfinite [loss] loss is NaN from step 120 in 1 of 199 records" in out.stdout
+
+
+def test_watch_on_a_hf_log_with_a_preamble_fails_on_its_nan(tmp_path: Path) -> None:
+    """The real HF nohup log's preamble made watch read it as 'key: value' lines: 24 of 183
+    records, and a NaN in the others passed (exit 0 where check exits 1)."""
+    from tests.conftest import reallog
+
+    text = reallog("qwen3-8b-qlora-hf-trainer-nohup").read_text().replace(
+        "{'loss': 2.0592, 'grad_norm': 0.69140625", "{'loss': nan, 'grad_norm': 0.69140625", 1)
+    log = tmp_path / "training.log"
+    log.write_text(text)
+    assert run("check", str(log)).returncode == 1
+    out = run("watch", "-", "--fail-on", "error", stdin=text.encode())
+    assert out.returncode == 1, out.stderr
+    assert "error nonfinite [loss] loss is NaN from step 20" in out.stdout
+    assert "183 parsed" in out.stderr

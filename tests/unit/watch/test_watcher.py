@@ -310,3 +310,44 @@ def test_copytruncate_with_a_writer_that_does_not_append(tmp_path: Path) -> None
         h.seek(old)
         h.write("".join(f"step={s} loss=2.0\n" for s in range(100, 120)).encode())
     assert _steps(f.poll()) == list(range(100, 120))
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_generic_guess_from_a_preamble_gives_way_to_the_format_that_comes(batched: bool) -> None:
+    """A real HF Trainer nohup log opens with 66 lines of 'CUDA version: 11.8'-like logging: sniffed
+    at 20 lines, that read as the generic 'key: value' format, which took 24 of the 183 dicts and
+    missed a NaN in the others. The guess is provisional: once the dicts come, the lines are read
+    again as hf: every record, the NaN found, one note."""
+    from losslens import read_log
+    from tests.conftest import reallog
+
+    path = reallog("qwen3-8b-qlora-hf-trainer-nohup")
+    lines = path.read_text().split("\n")
+    at = next(i for i, x in enumerate(lines) if x.startswith("{'loss': 2.0592"))
+    lines[at] = lines[at].replace("'loss': 2.0592", "'loss': nan")
+    w = Watcher(str(path), None, load(None, cwd=Path("/")).registry(), frozenset())
+    if batched:
+        w.feed_batch(lines)
+    else:
+        for line in lines:
+            w.feed(line)
+    w.finish_input()
+    w.analyse(now=0.0)
+    assert w.format is not None and w.format.name == "hf"
+    assert w.acc.parsed == read_log(path).lines.parsed == 183
+    assert w.acc.parsed + w.acc.n_skipped + w.acc.blank == w.acc.total == len(lines)
+    assert w.notes == ["the first lines read as colon, then as hf once its lines came: 80 lines read again"]
+    assert w.report is not None and [f.start_step for f in w.report.findings if f.kind == "nonfinite"] == [20]
+
+
+def test_a_generic_format_that_holds_stays() -> None:
+    """A log that is 'key: value' all through keeps the generic reader, with no note."""
+    w = Watcher("x", None, load(None, cwd=Path("/")).registry(), frozenset())
+    lines = (FIXTURES / "custom_colon.log").read_text().splitlines()
+    for line in lines:
+        w.feed(line)
+    w.finish_input()
+    assert w.format is not None and w.format.name == "colon" and not w.notes and not w.provisional
+    from losslens import read_log
+
+    assert w.acc.parsed == read_log(FIXTURES / "custom_colon.log").lines.parsed
