@@ -58,7 +58,7 @@ def sprinkle(lines: list[str], odd: Sequence[str], times: int, rng: random.Rando
 def read_mlflow_run_per_line(path: str | Path) -> LogData:
     """An MLflow run folder read line by line with ``int``/``float`` and one record emitted per step
     (see ``mlflow.read_mlflow_run``: a step past int64 is a record of its own, after the others)."""
-    from losslens.logs.base import local_time
+    from losslens.logs.base import local_time_ms
 
     sink, acc = Sink(), Accounting()
     rows: dict[int, dict] = {}
@@ -85,5 +85,5 @@ def read_mlflow_run_per_line(path: str | Path) -> LogData:
     for step, rec in [*sorted(rows.items()), *((None, r) for r in lone)]:
         t, line = rec.pop("_time"), rec.pop("_line")
         found, metrics = sink.metrics_from_pairs([(k, repr(v)) for k, v in rec.items()])
-        sink.emit(line, step, metrics, time=local_time(t / 1000) if -2**63 <= t < 2**63 else None)
+        sink.emit(line, step, metrics, time=local_time_ms(t) if -2**63 <= t < 2**63 else None)
     return assemble(str(path), "mlflow", sink, acc)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from losslens.logs.sink import Accounting, Sink, feed_line
 from losslens.logs.source import Source, decode_lines
@@ -75,6 +75,13 @@ def local_time(seconds: float) -> datetime | None:
         return datetime.fromtimestamp(seconds)
     except (ValueError, OverflowError, OSError):
         return None
+
+
+def local_time_ms(ms: int) -> datetime | None:
+    """``local_time`` of a POSIX time in whole milliseconds, exactly (a float of seconds loses
+    microseconds past the year 2300)."""
+    at = local_time(ms // 1000)
+    return None if at is None else at + timedelta(milliseconds=ms % 1000)
 
 
 def small(src: Source) -> bool:

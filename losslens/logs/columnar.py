@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from losslens.logs.base import PREFIXES, TIMESTAMP, Format, LineParser, feed_ranked, local_time
+from losslens.logs.base import PREFIXES, TIMESTAMP, Format, LineParser, feed_ranked, local_time_ms
 from losslens.logs.names import (
     MAGNITUDE,
     STEP_KEYS,
@@ -330,24 +330,34 @@ def leading_times(text: pl.Series) -> pl.Series:
 
 
 def local_times(ms: pl.Series) -> pl.Series:
-    """POSIX times in ms as local wall times, as ``base.local_time`` gives them (none where there is
-    no such time): one UTC offset for the column when its first and last time share it, else
-    time by time (a daylight-saving change inside)."""
+    """POSIX times in ms as local wall times, as ``base.local_time_ms`` gives them (none where there
+    is no such time): the UTC offset looked up once per hour of the times (hours whose two ends
+    share it; the rows of an hour a daylight-saving change falls in, time by time)."""
     ok = ms.is_between(-62_135_596_800_000 + 86_400_000, 253_402_214_400_000)  # years 1..9999
-    valid = ms.filter(ok)
-    if not valid.len():
-        return pl.repeat(None, ms.len(), dtype=pl.Datetime("us"), eager=True)
-    offsets = {_utc_offset(int(valid.min()) / 1000), _utc_offset(int(valid.max()) / 1000)}  # type: ignore[arg-type]
-    if len(offsets) == 1:
-        micros = ms * 1000 + offsets.pop()
-        return pl.select(pl.when(ok).then(micros)).to_series().cast(pl.Datetime("us"))
-    return pl.Series([local_time(t / 1000) if t is not None else None for t in ms.to_list()],
-                     dtype=pl.Datetime("us"))
+    hour = (ms // 3_600_000).alias("hour")
+    offsets: dict[int, int] = {}
+    for h in hour.filter(ok).unique().to_list():
+        ends = {_utc_offset(h * 3600), _utc_offset(h * 3600 + 3599)}
+        if len(ends) == 1 and None not in ends:
+            offsets[h] = ends.pop()  # type: ignore[assignment]
+    offset = hour.replace_strict(list(offsets), list(offsets.values()), default=None, return_dtype=pl.Int64)
+    out = pl.select(pl.when(ok & offset.is_not_null()).then(ms * 1000 + offset)).to_series()
+    out = out.cast(pl.Datetime("us")).alias("time")
+    odd = (ok & offset.is_null()).fill_null(False)
+    if odd.any():
+        at = odd.arg_true()
+        fixed = pl.Series([local_time_ms(t) for t in ms.gather(at).to_list()], dtype=pl.Datetime("us"))
+        out = out.scatter(at, fixed)
+    return out
 
 
-def _utc_offset(seconds: float) -> int:
+def _utc_offset(seconds: int) -> int | None:
     """The local UTC offset (µs) at a POSIX time, as ``datetime.fromtimestamp`` applies it."""
-    local, utc = datetime.fromtimestamp(seconds), datetime.fromtimestamp(seconds, UTC).replace(tzinfo=None)
+    try:
+        local = datetime.fromtimestamp(seconds)
+        utc = datetime.fromtimestamp(seconds, UTC).replace(tzinfo=None)
+    except (ValueError, OverflowError, OSError):
+        return None
     return round((local - utc).total_seconds() * 1e6)
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from losslens.errors import FormatError
-from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser, local_time
+from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser, local_time_ms
+from losslens.logs.names import canonical
 from losslens.logs.sink import INT64, Accounting, Sink
 
 # --- MLflow metric file: "timestamp value step" ------------------------------------------------
@@ -24,7 +25,7 @@ class _MlflowMetricParser(RegexLineParser):
             return "not 'timestamp value step'"
         name = self.sink.source_name or "value"
         found, metrics = self.sink.metrics_from_pairs([(name, m.group(2))])
-        t = local_time(int(m.group(1)) / (1000 if len(m.group(1)) > 10 else 1))
+        t = local_time_ms(int(m.group(1)) * (1 if len(m.group(1)) > 10 else 1000))
         if not self.sink.emit(lineno, int(m.group(3) or 0), metrics, time=t):
             return "no training metric"
         return None
@@ -69,16 +70,15 @@ def read_mlflow_run(path: Path, sink: Sink, acc: Accounting) -> None:
     files = sorted(p for p in metric_dir.rglob("*") if p.is_file())
     if not files:
         raise FormatError("no metric files in this MLflow run", source=str(path))
-    parts = []
-    for f in files:
-        name = f.relative_to(metric_dir).as_posix()
+    parts, names = [], []
+    for i, f in enumerate(files):
+        names.append(f.relative_to(metric_dir).as_posix())
         lines = f.read_text(errors="replace").splitlines()
-        parts.append(_metric_rows(name, lines, acc.total + 1, acc))
+        parts.append(_metric_rows(f"file{i}", lines, acc.total + 1, acc, names[-1]))
         acc.total += len(lines)
-    rows = pl.concat(parts)
+    rows = pl.concat(parts)  # (each file's column named by its place: a file may be named 'step')
     keyed = rows.filter(pl.col("step").is_not_null())
     heads = keyed.group_by("step", maintain_order=True).agg(pl.col("line").first(), pl.col("ts").first())
-    names = list(dict.fromkeys(rows["name"].to_list()))
     if keyed.height:
         values = keyed.group_by("step", "name", maintain_order=True).agg(pl.col("value").last())
         heads = heads.join(values.pivot(on="name", index="step", values="value"), on="step", how="left")
@@ -89,17 +89,28 @@ def read_mlflow_run(path: Path, sink: Sink, acc: Accounting) -> None:
         heads = pl.concat([heads.sort("step"), lone], how="diagonal_relaxed")
     else:
         heads = heads.sort("step")
-    keys = [n for n in names if n in heads.columns]
-    _, cols, _ = metric_columns(sink, keys, [heads[k] for k in keys])
+    held = [i for i in range(len(names)) if f"file{i}" in heads.columns]
+    _, cols, _ = metric_columns(sink, [names[i] for i in held], [heads[f"file{i}"] for i in held])
+    # files that give one canonical name ('loss', 'train/loss'): it is shown as the one that holds
+    # the first value, step by step (the first in file order at that step)
+    same: dict[str, list[int]] = {}
+    for i in held:
+        same.setdefault(canonical(names[i]), []).append(i)
+    for name, idx in same.items():
+        if len(idx) > 1 and name in sink.names:
+            has = heads.select(pl.col(f"file{i}").is_not_null().alias(str(i)) for i in idx)
+            row = has.select(pl.any_horizontal(pl.all()).arg_max()).item()
+            sink.names[name] = next(names[i] for i in idx if has[str(i)][row]).strip()
     n_idle = len(sink.idle_lines)
     meta = {"step": heads["step"], "line": heads["line"], "time": local_times(heads["ts"])}
     add_rows(sink, meta, cols, None)
     del sink.idle_lines[n_idle:]  # (a step with no training metric: its lines were read all the same)
 
 
-def _metric_rows(name: str, lines: list[str], first: int, acc: Accounting) -> Any:
+def _metric_rows(name: str, lines: list[str], first: int, acc: Accounting, shown: str) -> Any:
     """One metric file's lines as rows (name, line, step, ts, value); blank and unreadable lines
-    accounted in ``acc``. The common line is read column-wise, any other by ``int``/``float``."""
+    accounted in ``acc`` (``shown``: the file's name there). The common line is read column-wise,
+    any other by ``int``/``float``."""
     import numpy as np
     import polars as pl
 
@@ -119,7 +130,7 @@ def _metric_rows(name: str, lines: list[str], first: int, acc: Accounting) -> An
             ts, value = int(parts[0]), float(parts[1])
             step = int(parts[2]) if len(parts) > 2 else 0
         except (ValueError, IndexError):
-            acc.skip("not 'timestamp value step'", int(i) + 1, f"{name}: {lines[i]}")
+            acc.skip("not 'timestamp value step'", int(i) + 1, f"{shown}: {lines[i]}")
             continue
         slow["line"].append(first + int(i))
         slow["step"].append(step if -INT64 <= step < INT64 else None)

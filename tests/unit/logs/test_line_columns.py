@@ -236,7 +236,7 @@ def test_mlflow_metric_file(tmp_path, monkeypatch, name: str, tz: str, start: in
 MLFLOW_RUN_ODD = [
     "", "   ", "1701361200123 nan 7", "1701361200123 -inf 8", "1701361200123 2.5", "1701361200123 1_0 9",
     "+1701361200123 2.5 10", "1701361200123 2.5 99999999999999999999", "99999999999999999999 2.5 7777",
-    "9999999999999999 2.5 7778",
+    "9999999999999999 2.5 7778", "16000000000001 2.5 7779",
     "1701361200123 2.5 12 extra", "1701361200123\t2.5\t13", "1701361200123", "ts value step",
     "1701361200123 2,5 14", "1701361200123 1e400 15", "1701361200123 2.5 -3", "x 2.5 16",
 ]
@@ -260,7 +260,8 @@ def test_mlflow_run_folder_column_wise(tmp_path, monkeypatch, tz: str, start: in
         (run / "metrics" / "train").mkdir(parents=True)
         (run / "meta.yaml").write_text("artifact_uri: x\n")
         rng = random.Random(tz)
-        for i, name in enumerate(["train/loss", "val_loss", "lr", "train/acc", "loss"]):
+        for i, name in enumerate(["train/loss", "val_loss", "lr", "train/acc", "loss", "step"]):  # ('step':
+            # a file name the frame's own columns have)
             lines = [x for x in mlflow_lines(1500, start, seed=i) if rng.random() < 0.8]  # steps missing
             (run / "metrics" / name).write_text("\n".join(sprinkle(lines, MLFLOW_RUN_ODD, 40, rng)) + "\n")
         fast, slow = read_log(run), read_mlflow_run_per_line(run)
@@ -273,6 +274,32 @@ def test_mlflow_run_folder_column_wise(tmp_path, monkeypatch, tz: str, start: in
                                check_dtypes=False, check_exact=True)
         assert fast.segments == slow.segments and fast.names == slow.names
         assert fast.train["time"].null_count() == slow.train["time"].null_count() > 0
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+@pytest.mark.parametrize("tz", ["America/New_York", "Australia/Lord_Howe", "Asia/Kolkata"])
+def test_local_times_equal_fromtimestamp(monkeypatch, tz: str) -> None:
+    """Column-wise local times (one UTC offset per hour; an hour holding a daylight-saving change,
+    time by time) equal ``datetime.fromtimestamp`` in whole ms, over two centuries, around a DST
+    change (Lord Howe's moves by 30 minutes) and past the year 9999 (no time)."""
+    import time
+
+    import numpy as np
+    import polars as pl
+
+    from losslens.logs.base import local_time_ms
+    from losslens.logs.columnar import local_times
+
+    monkeypatch.setenv("TZ", tz)
+    time.tzset()
+    try:
+        rng = np.random.default_rng(0)
+        ms = np.concatenate([rng.integers(-2 * 10**12, 4 * 10**12, 3000),
+                             1_710_050_000_000 + rng.integers(0, 20_000_000, 3000),
+                             1_712_412_000_000 + rng.integers(0, 10_000_000, 3000), [10**15, -10**15]])
+        assert local_times(pl.Series(ms)).to_list() == [local_time_ms(int(t)) for t in ms]
     finally:
         monkeypatch.undo()
         time.tzset()
