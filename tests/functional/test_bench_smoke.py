@@ -62,3 +62,9 @@ def test_parse_speed_benchmark_runs_small() -> None:
 def test_detector_growth_benchmark_runs_small() -> None:
     out = _bench("detector_growth.py", "--sizes", "5000,50000", timeout=300)
     assert "spike" in out and "growth exponent" in out and "B a record" in out
+
+
+@pytest.mark.slow
+def test_nan_injection_benchmark_runs_small() -> None:
+    out = _bench("nan_injection.py", "--seeds", "1", "--limit", "3", timeout=300)
+    assert "check        kubectl --timestamps" in out and " 0 missed" in out
