@@ -107,10 +107,10 @@ def read_mlflow_run(path: Path, sink: Sink, acc: Accounting) -> None:
     del sink.idle_lines[n_idle:]  # (a step with no training metric: its lines were read all the same)
 
 
-def _metric_rows(name: str, lines: list[str], first: int, acc: Accounting, shown: str) -> Any:
-    """One metric file's lines as rows (name, line, step, ts, value); blank and unreadable lines
-    accounted in ``acc`` (``shown``: the file's name there). The common line is read column-wise,
-    any other by ``int``/``float``."""
+def _metric_rows(column: str, lines: list[str], first: int, acc: Accounting, shown: str) -> Any:
+    """One metric file's lines as rows (name: ``column``, line, step, ts, value); blank and
+    unreadable lines accounted in ``acc`` (``shown``: the file's name there). The common line is
+    read column-wise, any other by ``int``/``float``."""
     import numpy as np
     import polars as pl
 
@@ -139,4 +139,4 @@ def _metric_rows(name: str, lines: list[str], first: int, acc: Accounting, shown
     acc.parsed += fast.height + len(slow["line"])
     schema = {"line": pl.Int64, "step": pl.Int64, "ts": pl.Int64, "value": pl.Float64}
     rows = pl.concat([fast, pl.DataFrame(slow, schema=schema)]).sort("line")
-    return rows.with_columns(pl.lit(name).alias("name"))
+    return rows.with_columns(pl.lit(column).alias("name"))
