@@ -1,8 +1,9 @@
 """The gate against a NaN: a non-finite value written into a random record of every text fixture
 and real log (../shared/reallogs), in the log's own spelling, as the log arrives in practice
-(as written, CRLF line ends, gzip, behind `kubectl logs --timestamps`, behind Python logging's
-prefix). Each damaged log goes through `read_log` + `analyze` (what `check` runs) and through
-`watch`'s Watcher, line by line and in one batch. A NaN is *found* when a `nonfinite` finding
+(as written, CRLF line ends, gzip, behind `kubectl logs --timestamps`, `docker logs -t`, Python
+logging's prefix, torchrun's `[rank0]: `, Slurm's `srun --label`). Each damaged log goes
+through `read_log` + `analyze` (what `check` runs) and through `watch`'s Watcher, line by line
+and in one batch. A NaN is *found* when a `nonfinite` finding
 (warning or above) names its metric, *located* when its first step is the record's (or an
 earlier non-finite one's). Exit 1 when any is missed.
 
@@ -26,6 +27,7 @@ from losslens.analysis import RECORD_FORMATS, analyze  # (formats with no text l
 from losslens.config import load
 from losslens.errors import LossLensError
 from losslens.findings import Severity
+from losslens.logs.base import RANK_PREFIX
 from losslens.watch.watcher import Watcher
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,6 +46,9 @@ CAPTURES: dict[str, Callable[[list[str]], bytes]] = {
     "gzip": lambda lines: gzip.compress("\n".join(lines).encode()),
     "kubectl --timestamps": _prefixed("2024-05-01T10:{m:02d}:{s:02d}.123456789Z "),
     "python logging": _prefixed("2024-05-01 10:{m:02d}:{s:02d},123 - INFO - "),
+    "torchrun rank": _prefixed("[rank0]: "),
+    "srun --label": _prefixed("0: "),
+    "docker logs -t": _prefixed("2024-05-01T10:{m:02d}:{s:02d}.123456789+00:00 "),
 }
 
 
@@ -106,6 +111,8 @@ def main() -> int:
             for metric in args.metrics.split(","):
                 for damaged, step, expect in injections(path, metric, args.seeds):
                     for capture, write in CAPTURES.items():
+                        if capture == "torchrun rank" and any(map(RANK_PREFIX.match, damaged[:100])):
+                            continue  # (ranked already: torchrun puts one prefix, not two)
                         out = Path(tmp) / (path.name + (".gz" if capture == "gzip" else ""))
                         out.write_bytes(write(damaged))
                         text = gzip.decompress(out.read_bytes()).decode() if capture == "gzip" \

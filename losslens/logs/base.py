@@ -26,6 +26,8 @@ PREFIXES = (
                r"(?:\s+-\s+|\s*\|\s*|\s+)"),
     # syslog / journald / `ts`: 'Dec  1 10:00:00 ' (then 'host unit[pid]: ' for journald)
     re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?\s+(?:[\w.-]+ [\w.@-]+\[\d+\]: )?"),
+    # Slurm's task label ('srun --label': '0: ', ' 12: ')
+    re.compile(r"^\s*\d{1,5}: "),
     # Python logging's level (and logger name): 'INFO:root:', 'INFO - ', '[INFO] ', '__main__ - INFO - '
     re.compile(r"^(?:[\w.]+\s+-\s+)?\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]?"
                r"(?::[\w.<>]*:|\s+-\s+|\s*\|\s*|\s+)"),

@@ -34,6 +34,7 @@ PREFIXES = {
     "basicConfig": lambda i: "INFO:root:",
     "bracketed time": lambda i: f"[2024-05-01 10:00:{i % 60:02d}] ",
     "pasted quote": lambda i: "> ",
+    "srun --label": lambda i: "0: ",
 }
 
 
