@@ -10,6 +10,7 @@ import polars as pl
 
 from losslens import progress
 from losslens.detectors import REGISTRY, Detector, Series
+from losslens.detectors.nonfinite import NonFinite
 from losslens.detectors.relations import same_series
 from losslens.errors import UsageError
 from losslens.findings import Finding, Report, Severity, Skipped
@@ -57,8 +58,7 @@ def series_of(log: LogData, metric: str, context: bool = True) -> list[Series]:
         if data[metric].dtype.is_float() and not data[metric].is_finite().all():
             # within a step, finite records first (in their order), so that 'last' is a
             # non-finite one where the step has any
-            data = data.sort(pl.col(metric).is_finite().not_(), maintain_order=True)
-            data = data.sort("step", maintain_order=True)
+            data = data.sort("step", pl.col(metric).is_finite().not_(), maintain_order=True)
         groups = [(key, part.unique("step", keep="last", maintain_order=True).sort("step"))
                   for key, part in data.group_by("segment", maintain_order=True)]
     for (seg,), part in groups:
@@ -204,9 +204,9 @@ def analyze_log(log: LogData, detectors: tuple[Detector, ...] = REGISTRY,
                 del cache[metric]
     if big:
         progress.report(f"analysing {log.train.height:,} records", len(detectors), len(detectors))
-    nonfinite = next((d for d in detectors if d.name == "nonfinite" and d.name not in ignore), None)
-    if nonfinite is not None:
-        findings += _other_ranks(log, findings, nonfinite.metrics)
+    nonfinite = next((d for d in detectors if isinstance(d, NonFinite) and d.name not in ignore), None)
+    if nonfinite is not None and log.rank_nonfinite:
+        findings += _other_ranks(log, findings, nonfinite)
     findings = _with_lines(_memorising(_explained(findings, detectors)), log)
     findings.sort(key=lambda f: (-int(f.severity), f.start_step, f.kind, f.metric))
     report = Report(source=log.source, format=log.format, lines=log.lines.as_dict(),
@@ -217,32 +217,14 @@ def analyze_log(log: LogData, detectors: tuple[Detector, ...] = REGISTRY,
     return log, report
 
 
-def _other_ranks(log: LogData, findings: list[Finding], metrics: tuple[str, ...]) -> list[Finding]:
-    """The non-finite values that torchrun ranks other than the analysed one logged (a NaN on any
-    rank is the run's): a ``nonfinite`` finding each, where the analysed rank has none as early."""
-    out: list[Finding] = []
-    for d in log.rank_nonfinite:
-        metric, first = d["metric"], d["first_step"]
-        if metric not in metrics or any(
-                f.kind == "nonfinite" and f.metric == metric and first is not None and f.start_step <= first
-                for f in findings + out):
-            continue
-        before = log.train.filter(pl.col("line") <= d["first_line"]).select(pl.col("segment").sort_by("line"))
-        segment = int(before["segment"][-1]) if before.height else 0
-        values = "/".join(d["values"])
-        summary = (f"{metric} is {values} on rank {d['rank']} from step {first} (line {d['first_line']}), "
-                   f"{d['count']} of its records; the rank analysed does not show it")
-        severity = Severity.ERROR
-        if metric == "grad_norm":
-            severity = Severity.WARNING
-            summary += ("; with fp16 dynamic loss scaling an overflowing step is skipped (normal when "
-                        "rare)")
-        else:
-            summary += ": training has blown up on that rank (a bad batch it read, fp16 overflow)"
-        out.append(Finding("nonfinite", severity, metric, int(first or 0), int(d["last_step"] or first or 0),
-                           summary, {"first_step": first, "count": d["count"], "values": d["values"],
-                                     "rank": d["rank"]}, segment, line=d["first_line"]))
-    return out
+def _other_ranks(log: LogData, findings: list[Finding], detector: NonFinite) -> list[Finding]:
+    """The non-finite values that torchrun ranks other than the analysed one logged, as the
+    ``nonfinite`` detector says them, each in the segment of the analysed records before it."""
+    def segment_at(line: int) -> int:
+        before = log.train.filter(pl.col("line") <= line).select(pl.col("segment").sort_by("line"))
+        return int(before["segment"][-1]) if before.height else 0
+
+    return detector.other_ranks(log.rank_nonfinite, findings, segment_at)
 
 
 # formats whose 'line' column counts records or events, not lines of a text file

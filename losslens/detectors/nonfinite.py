@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,6 +59,33 @@ class NonFinite(Detector):
                                 "values": kinds, "to_end": to_end}, series.segment))
         if series.metric == "loss" and len(v) >= 2 * self.frozen_records:
             out += self._frozen(series)
+        return out
+
+    def other_ranks(self, entries: tuple[dict, ...], findings: list[Finding],
+                    segment_at: Callable[[int], int]) -> list[Finding]:
+        """A finding for each non-finite value a torchrun rank other than the analysed one logged
+        (``LogData.rank_nonfinite``; a NaN on any rank is the run's), where the analysed rank has
+        none as early; ``segment_at``: the segment of a line."""
+        out: list[Finding] = []
+        for d in entries:
+            metric, first = d["metric"], d["first_step"]
+            if metric not in self.metrics or any(
+                    f.kind == self.name and f.metric == metric and first is not None and f.start_step <= first
+                    for f in findings + out):
+                continue
+            summary = (f"{metric} is {'/'.join(d['values'])} on rank {d['rank']} from step {first} (line "
+                       f"{d['first_line']}), {d['count']} of its records; the rank analysed does not show it")
+            severity = Severity.ERROR
+            if metric == "grad_norm":
+                severity = Severity.WARNING
+                summary += ("; with fp16 dynamic loss scaling an overflowing step is skipped (normal "
+                            "when rare)")
+            else:
+                summary += ": training has blown up on that rank (a bad batch it read, fp16 overflow)"
+            evidence = {"first_step": first, "count": d["count"], "values": d["values"], "rank": d["rank"]}
+            last = int(d["last_step"] or first or 0)
+            out.append(Finding(self.name, severity, metric, int(first or 0), last, summary, evidence,
+                               segment_at(d["first_line"]), line=d["first_line"]))
         return out
 
     def _frozen(self, series: Series) -> list[Finding]:

@@ -158,8 +158,8 @@ def _read(src: Source, format: str | None) -> LogData:
     else:
         fmt = BY_NAME[format]
         sample, limit = head_lines, SNIFF_LINES
-        if not fmt.sniff(_samples(sample, limit)[1]):  # its lines further down, behind a preamble
-            limit = len(sample)
+        if not fmt.whole_file and not fmt.sniff(_samples(sample, limit)[1]):
+            limit = len(sample)  # its lines further down, behind a preamble
     sink, acc = Sink(source_name=os.path.basename(src.name)), Accounting()
     strip = not fmt.whole_file and strips(fmt, sample, limit)
     fmt.read(src, sink, acc, strip, head_lines[:SNIFF_LINES])
