@@ -18,7 +18,10 @@ class Divergence(Detector):
 
     min_points: records needed. min_rise: relative rise of the trend from its low to the end.
     min_rho: Spearman correlation with time after the turn. warmup: share of the run left out at
-    the start (runs of 50 records or more)."""
+    the start (runs of 50 records or more). min_t: how significant the rise must be against the
+    loss's own noise, autocorrelation included (see ``significance``): a level that wanders (an
+    AR or EMA-smoothed loss, a random walk in the batches) ends above its lowest dip often, and
+    only a rise beyond that wander is a divergence."""
 
     name = "divergence"
     title = "the trend rises persistently after warm-up, or explodes (start_step at the turn)"
@@ -28,6 +31,7 @@ class Divergence(Detector):
     min_rise: float = 0.2
     min_rho: float = 0.7
     warmup: float = 0.1
+    min_t: float = 3.0
 
     def explained(self, finding: Finding, findings: list[Finding]) -> bool:
         """A rise that stays within what a ladder, the bands or a short log's cycles reach, from
@@ -61,10 +65,14 @@ class Divergence(Detector):
         rho = spearman(post)
         if rise < self.min_rise or rho < self.min_rho:
             return []
+        t = self.significance(v, s, skip, turn)
+        if t < self.min_t:
+            return []
         turn = self._onset(v, skip, turn)
         lr = (series.context or {}).get("lr")
         evidence: dict = {"turn_step": int(steps[turn]), "level_at_turn": float(s[turn]), "end_level": tail,
-                          "rise": round(rise, 4), "monotonicity": round(rho, 3)}
+                          "rise": round(rise, 4), "monotonicity": round(rho, 3),
+                          "significance": round(min(t, 1e6), 1)}
         summary = (f"{series.metric} turns upward at step {int(steps[turn])} and rises "
                    f"{rise:.0%} from its low ({fmt_number(low)} → {fmt_number(tail)}) to step "
                    f"{int(steps[-1])}")
@@ -76,6 +84,27 @@ class Divergence(Detector):
         summary += ": training is diverging (lower the LR, clip gradients, check the data)"
         return [Finding(self.name, Severity.ERROR, series.metric, int(steps[turn]), int(steps[-1]),
                         summary, evidence, series.segment)]
+
+    @staticmethod
+    def significance(v: np.ndarray, s: np.ndarray, skip: int, turn: int) -> float:
+        """The t statistic of the rise after ``turn``: Spearman's correlation of the records
+        from the turn with time, on the number of independent records they are worth,
+        m·(1 − r₁)/(1 + r₁), r₁ the lag-1 autocorrelation of the records about their smoothed
+        trend ``s`` before the turn (after it, when fewer than 20 records come before). Too few
+        records (under 10) to judge: infinite (the other rules decide)."""
+        post = v[turn:]
+        m = len(post)
+        if m < 10:
+            return float("inf")
+        resid = (v - s)[skip:turn] if turn - skip >= 20 else (v - s)[turn:]
+        r1 = 0.0
+        if len(resid) > 3 and np.ptp(resid) > 0:
+            r1 = max(0.0, float(np.corrcoef(resid[:-1], resid[1:])[0, 1]))
+        n_eff = max(3.0, m * (1 - r1) / (1 + r1))
+        rho = spearman(post)
+        if rho >= 1:
+            return float("inf")
+        return rho * float(np.sqrt((n_eff - 2) / (1 - rho * rho)))
 
     @staticmethod
     def _onset(v: np.ndarray, skip: int, low: int) -> int:

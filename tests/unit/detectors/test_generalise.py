@@ -406,6 +406,40 @@ def test_divergence_from_a_flat_loss_starts_at_the_turn(seed: int, noise: str) -
     assert abs(div.start_step - turn) <= 50 and div.evidence["turn_step"] == div.start_step
 
 
+def _ema_logged(seed: int, n: int = 200, every: int = 10) -> tuple[np.ndarray, np.ndarray]:
+    """A healthy run whose printed loss is an exponential moving average (0.9) of very noisy
+    per-step losses (60 % log-normal), logged every 10 steps as the mean since the last record:
+    the printed level wanders slowly up and down around a converged curve."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(n * every)
+    x = (1.4 + 2.0 * np.exp(-t / (n * every * 0.15))) * np.exp(rng.normal(0, 0.6, len(t)))
+    ema = np.empty(len(t))
+    e = x[0]
+    for i, xi in enumerate(x):
+        e = 0.9 * e + 0.1 * xi
+        ema[i] = e
+    return t[every - 1::every] + 1, ema.reshape(n, every).mean(1)
+
+
+@pytest.mark.parametrize("seed", [11, 30, 55, 56, 97])
+def test_the_wander_of_an_autocorrelated_loss_is_no_divergence(seed: int) -> None:
+    """The level of an EMA-smoothed loss ends some 20 % above its lowest dip, and the smoothed
+    rise looks monotone (18 of 300 such runs were a divergence *error*, failing `check`); its raw
+    records after the dip are worth a few independent ones, and their rise is not significant."""
+    steps, loss = _ema_logged(seed)
+    assert of(analyze(from_arrays(steps, loss=loss)), "divergence") == []
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_rise_beyond_that_wander_is_still_a_divergence(seed: int) -> None:
+    """The same noisy, smoothed runs with the level ramping up 60 % over the last 40 %."""
+    steps, loss = _ema_logged(seed)
+    i = np.arange(len(loss))
+    loss = loss * np.where(i > 120, 1 + 0.6 * (i - 120) / 80, 1.0)
+    (div,) = of(analyze(from_arrays(steps, loss=loss)), "divergence")
+    assert div.severity == Severity.ERROR and div.evidence["significance"] >= 3
+
+
 def _summed_ladder(seed: int, K: int = 4, episodes: int = 19) -> tuple[np.ndarray, np.ndarray]:
     """A summed-but-never-divided loss logged every step: record k of an accumulation is the sum of
     k noisy per-step losses, then a reset, under a decaying level; about 8 % of the records are
