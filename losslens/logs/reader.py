@@ -22,7 +22,11 @@ def sniff(lines: list[str], limit: int = SNIFF_LINES) -> tuple[Format | None, di
     """The format that reads most of the first ``limit`` non-blank lines, and the scores of the
     formats tried: in registry order, up to the first specific format that reads every line (no
     later one can win: ties keep the first, and a generic one yields to it)."""
-    raw, stripped = _samples(lines, limit)
+    return _sniff(*_samples(lines, limit))
+
+
+def _sniff(raw: list[str], stripped: list[str]) -> tuple[Format | None, dict[str, int]]:
+    """``sniff`` on the sample lines as they are and without a capture's prefixes."""
     scores: dict[str, int] = {}
     tried = []
     for f in FORMATS:
@@ -50,10 +54,12 @@ def _samples(lines: list[str], limit: int = SNIFF_LINES) -> tuple[list[str], lis
     return raw, [RANK_PREFIX.sub("", strip_prefixes(x)[0], count=1) for x in raw]
 
 
-def strips(fmt: Format, lines: list[str], limit: int = SNIFF_LINES) -> bool:
+def strips(fmt: Format, lines: list[str], limit: int = SNIFF_LINES,
+           samples: tuple[list[str], list[str]] | None = None) -> bool:
     """Whether ``fmt`` reads ``lines`` (the first ``limit`` non-blank ones: those the format was
-    sniffed on) better without the capture's prefixes (then every line is fed to it without them)."""
-    raw, stripped = _samples(lines, limit)
+    sniffed on) better without the capture's prefixes (then every line is fed to it without them).
+    ``samples``: those lines as ``_samples`` gives them, when already made."""
+    raw, stripped = samples or _samples(lines, limit)
     if stripped == raw:
         return False
     better, same = fmt.sniff(stripped), fmt.sniff(raw)
@@ -143,25 +149,30 @@ def _read(src: Source, format: str | None) -> LogData:
         cut = len(head_lines) > 1 and not src.head.endswith(b"\n")
         whole = head_lines[:-1] if cut else head_lines
         sample, limit = whole, SNIFF_LINES  # the lines the format is known from
-        fmt, _ = sniff(whole)
+        samples = _samples(sample, limit)
+        fmt, _ = _sniff(*samples)
         if fmt is None:  # a long preamble: look at the whole head, then further once
             limit = len(whole)
-            fmt, _ = sniff(whole, limit=limit)
+            samples = _samples(sample, limit)
+            fmt, _ = _sniff(*samples)
         if fmt is None and src.extend_head(SNIFF_DEEP_BYTES):
             # some logs open with thousands of lines of start-up noise: look further once
             deep = decode_lines(src.head)
             sample, limit = deep[:-1] if len(deep) > 1 else deep, len(deep)
-            fmt, _ = sniff(sample, limit=limit)
+            samples = _samples(sample, limit)
+            fmt, _ = _sniff(*samples)
         if fmt is None:
             raise FormatError("no known log format recognised (see `losslens formats`, or pass "
                               "--format)", source=src.name)
     else:
         fmt = BY_NAME[format]
         sample, limit = head_lines, SNIFF_LINES
-        if not fmt.whole_file and not fmt.sniff(_samples(sample, limit)[1]):
+        samples = _samples(sample, limit)
+        if not fmt.whole_file and not fmt.sniff(samples[1]):
             limit = len(sample)  # its lines further down, behind a preamble
+            samples = _samples(sample, limit)
     sink, acc = Sink(source_name=os.path.basename(src.name)), Accounting()
-    strip = not fmt.whole_file and strips(fmt, sample, limit)
+    strip = not fmt.whole_file and strips(fmt, sample, limit, samples)
     fmt.read(src, sink, acc, strip, head_lines[:SNIFF_LINES])
     if src.stopped:  # a gzip log cut short
         sink.lost.append(f"{src.stopped}: read up to there")
