@@ -236,8 +236,8 @@ class Watcher:
             self.feed(lines[i])
             i += 1
         rest = lines[i:] if i else lines
-        if len(rest) >= FAST_BATCH and self.format is not None and \
-                (self.format.name == "kv" or self.format.rows):
+        if len(rest) >= FAST_BATCH and self.format is not None and not self.provisional and \
+                (self.format.name == "kv" or self.format.rows):  # (a guess's lines are kept to re-read)
             self._parse_fast(rest)
             return
         for line in rest:

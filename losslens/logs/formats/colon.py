@@ -14,6 +14,7 @@ records at the step of the last train record.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -140,8 +141,47 @@ class _ColonParser(RegexLineParser):
         super().__init__(sink)
         self.pending: _Record | None = None
         self.last_step: int | None = None  # of the last train record (eval records take it)
+        # the records a column-wise pass read (line numbers ascending, their steps), from the
+        # first one not yet passed by a line fed here (see ``read_elsewhere``)
+        self._elsewhere: tuple[list[int], list[int]] = ([], [])
+        self._passed = 0
+        self._names: list[tuple[int, str, str]] = []  # (line, name, key) they named first
+
+    def read_elsewhere(self, lines: list[int], steps: list[int], names: list[tuple[int, str, str]]
+                       ) -> None:
+        """Single-line records that ``line_columns.colon_rows`` read (lines ascending, after every
+        line fed so far; none of them the first of a run, which is fed here and closes the record
+        being assembled): each is the last train step for the lines fed after it; ``names``: the
+        metrics they name and the line naming each first, named in the sink in line order with
+        the lines fed here."""
+        done = self._passed
+        self._elsewhere = (self._elsewhere[0][done:] + lines, self._elsewhere[1][done:] + steps)
+        self._passed = 0
+        self._names = sorted(self._names + names)
+
+    def _catch_up(self, lineno: int) -> None:
+        at = bisect_left(self._elsewhere[0], lineno, lo=self._passed)
+        if at > self._passed:
+            self.last_step = self._elsewhere[1][at - 1]
+            self._passed = at
+        self._name_upto(lineno)
+
+    def _name_upto(self, lineno: float) -> None:
+        named = 0
+        for line, name, key in self._names:
+            if line >= lineno:
+                break
+            self.sink.names.setdefault(name, key)
+            named += 1
+        if named:
+            del self._names[:named]
 
     def finish(self) -> None:
+        self._close()
+        self._name_upto(float("inf"))
+
+    def _close(self) -> None:
+        """Emit the record being assembled, if any."""
         r, self.pending = self.pending, None
         if r is not None:
             self._emit(r)
@@ -152,6 +192,8 @@ class _ColonParser(RegexLineParser):
         return self.sink.emit(r.line, r.step, r.metrics, time=r.time, kind=r.kind)
 
     def feed(self, lineno: int, line: str) -> str | None:
+        if self._passed < len(self._elsewhere[0]) or self._names:
+            self._catch_up(lineno)
         if "\x1b" in line:
             line = ANSI.sub("", line)
         if "\x08" in line:  # Keras erases its bar with backspaces before redrawing it
@@ -168,7 +210,7 @@ class _ColonParser(RegexLineParser):
         if "[Eval" in line and EVAL_HEAD.search(line):  # Composer's '[Eval batch=3/10] Eval on eval data'
             if not line.rstrip().endswith(":"):
                 return "progress line"
-            self.finish()  # the end of an eval: its metrics follow, at the last train step
+            self._close()  # the end of an eval: its metrics follow, at the last train step
             self.pending = _Record(lineno, self.last_step, {}, time, "eval")
             return None
         step, metrics = self.sink.metrics_from_pairs(colon_pairs(line))
@@ -198,7 +240,7 @@ class _ColonParser(RegexLineParser):
         if not any(_is_metric(k) for k in metrics):
             if (step is not None or epoch is not None) and _is_header(line):
                 # 'Epoch 3/10', '[epoch=1][batch=16/100]:' open a record the next lines fill
-                self.finish()
+                self._close()
                 self.pending = _Record(lineno, step if step is not None else epoch, metrics, time)
                 return None
             if self.pending is not None and metrics:
@@ -208,12 +250,12 @@ class _ColonParser(RegexLineParser):
         if step is None and self.pending is not None:  # Keras: the metrics of 'Epoch 3/10'
             self._extend(metrics)  # (a later progress line of the epoch has the newer values)
             if KERAS_END.match(line):  # the epoch's closing progress line: the record is whole
-                self.finish()  # (now, not at the next 'Epoch' line: `watch` sees it at once)
+                self._close()  # (now, not at the next 'Epoch' line: `watch` sees it at once)
             return None
         if step is None and self.last_step is not None and KERAS_END.match(line):
             # a closing progress line outside any epoch: model.evaluate() on some other data
             return "evaluate() after training"
-        self.finish()
+        self._close()
         if not self._emit(_Record(lineno, step, metrics, time)):
             return "no training metric"
         return None
@@ -275,6 +317,98 @@ def _is_colon_record(line: str) -> bool:
     return any(_is_metric(canonical(k)) for k, _ in colon_pairs(line))
 
 
+# lines the per-line parser reads by a head of their own, or as part of a record over several
+# lines (an indented line), or after cleaning them: never single-line records in a template
+NOT_SIMPLE = ("[Eval", "Averaged stats:", "|Loss: ", "(train)", "(val)", "(test)", "Epoch [", "Test:",
+              "Eval: ", "poch: [", "Train: ", "\x1b", "\x08", "\r")
+_DIGITS = re.compile(r"\d+")
+_META = frozenset("\\.+*?()|[]{}^$#&-~")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The shape of a single-line record (Step 100 | loss: 2.31 | lr: 1e-4): a regex for the lines
+    that differ from it only in their digits, where the per-line parser reads the same pairs;
+    its groups v0, v1… hold each pair's number (the text it reads is that plus ``suffixes``), s
+    the step a step word gives ('Step 100', 'iter 5/1000'), e an epoch word's number."""
+
+    pattern: str
+    keys: tuple[str, ...]
+    suffixes: tuple[str, ...]
+    step_word: bool
+    epoch_word: bool
+
+
+def _literal(text: str) -> str:
+    """``text`` as regex source: its digit runs any digits, the rest as it stands."""
+    out = []
+    for part in _DIGITS.split(text):
+        out.append("".join("\\" + c if c in _META else c for c in part))
+    return r"\d+".join(out)
+
+
+def shape(line: str) -> Shape | None:
+    """The line's shape when it is a single-line record that the parser reads from its pairs
+    alone (a step, a metric, no head, not indented); None for every other line."""
+    if not line or line[:1].isspace() or any(x in line for x in NOT_SIMPLE):
+        return None
+    found = list(PAIR.finditer(line))
+    pairs: list[tuple[str, str]] = []
+    spans: list[tuple[int, int, str, str]] = []  # (start, end, group, text) of each number read
+    keys: list[str] = []
+    suffixes: list[str] = []
+    for m in found:
+        key, number, unit = m.group(1), m.group(2), m.group(3) or ""
+        if not number[-1:].isdigit() or line[m.end(2):m.end(2) + 1] == "," and \
+                line[m.end(2) + 1:m.end(2) + 2].isdigit():
+            return None  # nan/inf, or '2,5' (a '2,500' would read as one number)
+        text = number + unit
+        if unit and parse_number(text) is None:
+            text = number
+        pairs.append((_key(key), text))
+        keys.append(_key(key))
+        suffixes.append(text[len(number):])
+        spans.append((m.start(2), m.end(2), f"v{len(spans)}", number))
+    step, metrics = Sink().metrics_from_pairs(pairs)
+    if not any(_is_metric(k) for k in metrics):
+        return None  # no metric (or only the bare 'word number' fields: the parser's)
+    word = STEP_WORD.search(line)  # the step where the pairs give none (or one past int64)
+    if word is not None and not any(a < word.end(1) and word.start(1) < b for a, b, _, _ in spans):
+        spans.append((word.start(1), word.end(1), "s", word.group(1)))
+    elif step is None:
+        return None
+    epoch = EPOCH_WORD.search(line) if "poch" in line or "POCH" in line else None
+    if epoch is not None and "epoch" not in metrics:
+        spans.append((epoch.start(1), epoch.end(1), "e", epoch.group(1)))
+    spans.sort()
+    if any(a[1] > b[0] for a, b in zip(spans, spans[1:], strict=False)):
+        return None
+    out, at = ["^"], 0
+    keep = sorted((m.start(1), m.end(1)) for m in found)  # keys stand as they are
+    for start, end, name, number in spans:
+        out.append(_outside(line, at, start, keep))
+        body = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?" if "," in number else _literal(number)
+        out.append(f"(?<{name}>{body})")
+        at = end
+    out.append(_outside(line, at, len(line), keep) + "$")
+    return Shape("".join(out), tuple(keys), tuple(suffixes), any(x[2] == "s" for x in spans),
+                 any(x[2] == "e" for x in spans))
+
+
+def _outside(line: str, start: int, end: int, keep: list[tuple[int, int]]) -> str:
+    """``line[start:end]`` as regex source, the digits of keys in it kept as they are."""
+    out, at = [], start
+    for a, b in keep:
+        if b <= start or a >= end:
+            continue
+        a, b = max(a, start), min(b, end)
+        out.append(_literal(line[at:a]))
+        out.append("".join("\\" + c if c in _META else c for c in line[a:b]))
+        at = b
+    out.append(_literal(line[at:end]))
+    return "".join(out)
+
+
 class Colon(Format):
     """--format colon: loose console lines of 'key: value' or 'word number' pairs around a step (Keras,
     timm, mmengine, custom prints); generic, chosen only when no specific format reads the log."""
@@ -284,6 +418,8 @@ class Colon(Format):
              "timm, Composer's console)")
     example = ("1875/1875 [==============================] - 5s 3ms/step - loss: 0.2345 - accuracy: "
                "0.9312 - val_loss: 0.1789 - val_accuracy: 0.9467")
+
+    rows = "line_columns:colon_rows"  # single-line records column-wise for large files
 
     def sniff(self, lines: list[str]) -> int:
         return sum(1 for x in lines if _is_colon_record(x))

@@ -303,3 +303,99 @@ def test_local_times_equal_fromtimestamp(monkeypatch, tz: str) -> None:
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+COLON_STYLES = [
+    lambda s, r: f"Step {s} | loss: {r.uniform(1, 3):.4f} | lr: {r.uniform(1e-5, 1e-4):.2e}",
+    lambda s, r: f"2024-05-01 10:00:{s % 60:02d},123 - INFO - Epoch 1 Step {s}: loss = {r.uniform(1, 3):.3f}",
+    lambda s, r: f"iter {s}/1000 | loss: {r.uniform(1, 3):.4f} | time: {r.randint(1, 900)}ms | "
+                 f"tokens/s: {r.randint(1000, 99999):,}",
+    lambda s, r: f"step: {s}, loss: {r.uniform(1, 3):.4f}, acc: {r.uniform(50, 99):.1f}%",
+    lambda s, r: f"Step {s}/500 | train loss: {r.uniform(1, 3):.4f} | val loss: {r.uniform(1, 3):.4f} "
+                 "| Epoch 2",
+    lambda s, r: f"global step {s}: loss: {r.uniform(1, 3):.4f} top1: {r.uniform(0, 1):.3f} "
+                 f"eta: 0:0{r.randint(0, 9)}:12",
+]
+
+# the colon reader's other lines: multi-line records (Keras epochs, Composer's indented lines),
+# heads, evaluation lines, and single-line records the shapes must not read as their neighbours
+COLON_ODD = [
+    "", "  ", "Epoch 3/10", "Epoch 2/10", "   indented: 3", "  loss: 2.5", "saving checkpoint",
+    "val_loss: 2.5",
+    "1875/1875 [==============================] - 5s 3ms/step - loss: 0.2345 - accuracy: 0.9312",
+    "Step 5 | loss: nan | lr: 1e-4", "Step 99999999999999999999 | loss: 2.0 | lr: 1e-4",
+    "Step 7 | loss: 2,5 | lr: 1.00e-04", "Step 8 | loss: 2,500 | lr: 1.00e-04",
+    "Test: [ 0/10]  loss: 1.5 (1.5)  acc1: 50 (50)", "[Eval batch=1/1] Eval on eval data:",
+    "\tEval metrics/eval/LanguageCrossEntropy: 2.1", "[batch=12/100]:", "\tTrain loss/train/total: 2.3",
+    "\ttime/batch: 12", "Step 9 | loss: 2.0\r| lr: 1e-4", "\x1b[32mStep 10 | loss: 2.0 | lr: 1.00e-04\x1b[0m",
+    "Averaged stats: loss: 2.0", "Step 11 | loss: 3 | lr: 1.00e-04", "Step 12 | loss: -3.5 | lr: 1.00e-04",
+    "Step 13 | loss: 2.5ms | lr: 1.00e-04", "Step 14 | loss: 2.5GiB | lr: 1.00e-04",
+    "Step 15 | Loss: 2.5 | lr: 1.00e-04", "Step 16 | loss: 1e5 | lr: 1.00e-04", "Step: 17 | loss: 2.0",
+    "step = 18 | loss: 2.5 | top1: 0.3", "Step 19 | lr: 1.00e-04",
+    "iter 20/1000 | loss: 2.0000 | time: 3ms | tokens/s: 1,234,567",
+    "iter 21/1000 | loss: 2.0000 | time: 3ms | tokens/s: 1234",
+]
+
+
+def _colon_lines(seed: int) -> list[str]:
+    r = random.Random(seed)
+    styles = r.sample(COLON_STYLES, r.randint(1, 3))
+    lines = [r.choice(styles)(s, r) for s in range(r.randint(200, 600))]
+    return sprinkle(lines, COLON_ODD, r.randint(10, 80), r)
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.log")))
+def test_colon_fixtures(path) -> None:
+    if read_log(path).format == "colon":
+        assert_same(path, "colon")
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("prefix", ["", "[rank{r}]: ", "2024-05-01T10:00:{s:02d}.5Z "])
+def test_colon_with_odd_lines(tmp_path, seed: int, prefix: str) -> None:
+    """Single-line records among the colon reader's other lines, behind rank and capture prefixes:
+    a record being assembled over several lines is closed by the next single-line record (with
+    that line's rank and time), evaluation lines take the last train step, and a metric's name is
+    the first line's that names it, as line by line."""
+    lines = [prefix.format(r=i % 3, s=i % 60) + x for i, x in enumerate(_colon_lines(seed))]
+    path = tmp_path / "colon.log"
+    path.write_text("\n".join(lines) + "\n")
+    assert_same(path, "colon")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_colon_across_chunks(tmp_path, monkeypatch, seed: int) -> None:
+    from losslens.logs import source
+
+    monkeypatch.setattr(source.Source.chunks, "__defaults__", (700, source.MAX_LINE))
+    path = tmp_path / "colon.log"
+    path.write_text("\n".join(_colon_lines(100 + seed)) + "\n")
+    assert_same(path, "colon")
+
+
+def test_colon_single_line_records_are_read_column_wise() -> None:
+    """All but the first of 3,000 'Step N | loss: X | lr: Y' lines (the parser's: it may close a
+    record being assembled) are read by their shape's regex."""
+    import polars as pl
+
+    from losslens.logs.formats.colon import Colon
+    from losslens.logs.formats.line_columns import colon_rows
+    from losslens.logs.sink import Sink
+
+    r = random.Random(0)
+    text = pl.Series([COLON_STYLES[0](s, r) for s in range(3000)])
+    sink = Sink()
+    done = colon_rows(text, pl.Series(range(1, 3001)), sink, Colon().parser(sink))
+    assert done.sum() == 2999 and not done[0]
+
+
+def test_colon_names_are_the_first_line_s(tmp_path) -> None:
+    """One line naming the loss 'train loss' before a run of 'loss' records read column-wise:
+    the loss is 'train loss', as line by line (the column-wise pass runs before the parser reads
+    that first line)."""
+    r = random.Random(1)
+    lines = ["step: 0, train loss: 3.1"] + [COLON_STYLES[0](s, r) for s in range(1, 200)]
+    path = tmp_path / "colon.log"
+    path.write_text("\n".join(lines) + "\n")
+    assert_same(path, "colon")
+    assert read_log(path).names["loss"] == "train loss"

@@ -297,6 +297,34 @@ def test_a_large_batch_of_any_column_wise_format_reads_the_same(monkeypatch, nam
     assert len(many.train) == 400 and _rows(many) == _rows(one)
 
 
+def test_a_large_batch_of_colon_lines_reads_the_same(monkeypatch) -> None:
+    """A backlog of 'Step N | loss: X' lines under --format colon goes through the column-wise
+    reader (the format is no guess there): the same window, accounting, NaN memory and eval
+    records as line by line, with a Keras-style epoch and a timm evaluation line among them."""
+    lines = [f"Step {s} | loss: {2 + (s % 7) / 10:.4f} | lr: 1.00e-04" for s in range(1, 1501)]
+    lines[700] = "Step 700 | loss: nan | lr: 1.00e-04"
+    lines[900:900] = ["", "Epoch 2/10", "  loss: 2.5", "val_loss: 2.4", "Traceback (most recent call last):",
+                      "Test: [ 0/10]  loss: 1.5 (1.5)  acc1: 50 (50)"]
+    s = load(None, cwd=Path("/"))
+    one, many = (Watcher("x", "colon", s.registry(), frozenset(), window=400) for _ in range(2))
+    for line in lines:
+        one.feed(line)
+    calls = []
+    monkeypatch.setattr(Watcher, "_parse_fast", lambda self, b, f=Watcher._parse_fast: (
+        calls.append(len(b)), f(self, b))[1])
+    many.feed_batch(lines[:600])
+    many.feed_batch(lines[600:])
+    assert calls == [599, len(lines) - 600]  # (the first line makes the parser)
+    for w in (one, many):
+        w.finish_input()
+    assert many.acc.as_dict() == one.acc.as_dict() and dict(many.acc.skipped) == dict(one.acc.skipped)
+    assert str(many.nonfinite) == str(one.nonfinite) and many.nonfinite["loss"]["first_step"] == 700
+    assert len(many.train) == 400 and _rows(many) == _rows(one)
+    # the evaluation line at the last train step (read column-wise), then the Keras-style epoch
+    # (its step the epoch's) once the next record closes it
+    assert [r["step"] for r in many.evals] == [r["step"] for r in one.evals] == [900, 2]
+
+
 def test_copytruncate_with_a_writer_that_does_not_append(tmp_path: Path) -> None:
     """The writer keeps its offset after logrotate's copytruncate: the file starts again with a
     hole of NUL bytes the old size, then the new lines; they are read (not 'binary data')."""
