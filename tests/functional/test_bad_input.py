@@ -195,6 +195,36 @@ def test_step_past_int64_is_no_step(tmp_path: Path, name: str, text: str, record
     assert any("without a step number" in n or "no step numbers" in n for n in log.notes)
 
 
+LONG = "1" * 5000  # past int()'s 4,300-digit limit for text
+
+
+@pytest.mark.parametrize("line", [
+    f"Step {LONG} | loss: 2.5", f"Epoch {LONG} Step 2: loss = 2.3", f"Epoch {LONG[:400]} Step 2: loss = 2.3",
+    f"Train: {LONG} [ 50/1251 (4%)]  Loss: 2.5 (2.5)", f"Epoch(train)  [{LONG}][ 50/1833]  loss: 2.5",
+    f"Epoch [{LONG}][100/62598]\tlr: 1e-4, loss: 2.5", f"1|{LONG}|Loss: 1.55:  2%|",
+    f"iter {LONG}: loss 2.5, time 3ms, mfu 1%", f"step {LONG}: train loss 2.1, val loss 2.2",
+    f" iteration {LONG}/ 10 | lm loss: 2.5 |", f" validation loss at iteration {LONG} | lm loss value: 2.9 |",
+    f"step:{LONG}/100 train_loss:2.5", f"s:{LONG} trl:2.3",
+    f"step:  {LONG}  loss:  2.5  memory:  9.12GiB(9.60%)",
+    f"{{'loss': 2.5}}  5%| {LONG}/{LONG} [00:01<00:10, 3.2it/s]",
+    f"Epoch 1: 5%|x| {LONG}/100 [00:01<00:10, 3.2it/s, loss=2.5]", f"1701361200123 2.5 {LONG}",
+])
+@pytest.mark.parametrize("around", ["Step 1 | loss: 2.0", "iter 1: loss 2.0, time 3ms, mfu 1%",
+                                    " iteration 1/ 10 | lm loss: 2.5 |", "step:1/100 train_loss:2.5",
+                                    "{'loss': 2.5}", "step:  1  loss:  2.5  memory:  9.12GiB(9.60%)",
+                                    "1701361200123 2.5 1"])
+def test_a_number_too_long_for_int_is_no_traceback(tmp_path: Path, line: str, around: str) -> None:
+    """A step, epoch or bar count of 5,000 digits (a damaged line) ended eight readers in a
+    ValueError traceback (int()'s 4,300-digit limit for text), a 400-digit epoch the colon reader
+    in an OverflowError: such a number is past int64, no step, like a 20-digit one."""
+    path = tmp_path / "damaged.log"
+    path.write_text(f"{around}\n{line}\n{around}\n")
+    try:
+        read_log(path)
+    except LossLensError:
+        pass  # 'no records' and the like: a clear line and exit 2, which is fine here
+
+
 def test_a_csv_with_damaged_rows_near_its_header_is_still_csv(tmp_path: Path) -> None:
     """One or two damaged rows among the first twenty made a metrics CSV 'no known log format'
     (exit 2, nothing read): they are skipped rows of a CSV log."""

@@ -27,6 +27,7 @@ from losslens.logs.base import (
     LineParser,
     RegexLineParser,
     leading_time,
+    whole,
 )
 from losslens.logs.names import (
     ALIASES,
@@ -231,11 +232,11 @@ class _ColonParser(RegexLineParser):
             self._extend(metrics)
             return None
         if step is None and (m := STEP_WORD.search(line)):
-            step = int(m.group(1))
+            step = whole(m.group(1))
         epoch_word = EPOCH_WORD.search(line) if "poch" in line or "POCH" in line else None
-        epoch = int(epoch_word.group(1)) if epoch_word else None
-        if epoch is not None and "epoch" not in metrics:
-            metrics["epoch"] = float(epoch)
+        epoch = whole(epoch_word.group(1)) if epoch_word else None
+        if epoch_word is not None and "epoch" not in metrics:
+            metrics["epoch"] = float(epoch_word.group(1))
             self.sink.names.setdefault("epoch", "Epoch")
         if not any(_is_metric(k) for k in metrics):
             if (step is not None or epoch is not None) and _is_header(line):
@@ -265,29 +266,29 @@ class _ColonParser(RegexLineParser):
         """Known line heads: ('eval' | 'train' | None, the step they give, the metrics)."""
         if (tune := TORCHTUNE.match(line) if "|Loss: " in line else None) is not None:
             # torchtune's bar: 'EPOCH|STEP|Loss: X:  2%|▏ | 25/1000 [...]'
-            return "train", int(tune.group(2)), {**metrics, "epoch": float(tune.group(1))}
+            return "train", whole(tune.group(2)), {**metrics, "epoch": float(tune.group(1))}
         if (mm := MM_HEAD.search(line) if "(train)" in line or "(val)" in line or "(test)" in line
                 else None) is not None:  # mmengine
             if (mm.group(1) or mm.group(5)) != "train":
                 return "eval", None, metrics
             if mm.group(2):  # 1-based epochs
-                step = (int(mm.group(2)) - 1) * int(mm.group(4)) + int(mm.group(3))
+                step = (whole(mm.group(2)) - 1) * whole(mm.group(4)) + whole(mm.group(3))
                 return "train", step, {**metrics, "epoch": float(mm.group(2))}
-            return "train", int(mm.group(6)), metrics
+            return "train", whole(mm.group(6)), metrics
         if (mmcv := MMCV_HEAD.search(line) if "Epoch [" in line else None) is not None:
-            epoch = int(mmcv.group(1))
-            step = (epoch - 1) * int(mmcv.group(3)) + int(mmcv.group(2))
-            return "train", step, {**metrics, "epoch": float(epoch)}
+            epoch = whole(mmcv.group(1))
+            step = (epoch - 1) * whole(mmcv.group(3)) + whole(mmcv.group(2))
+            return "train", step, {**metrics, "epoch": float(mmcv.group(1))}
         if ("Test:" in line or "Eval: " in line) and TEST_HEAD.search(line):
             metrics = self._spaced(line, metrics)
             metrics.pop("test", None)
             return "eval", None, metrics
         if (head := TRAIN_HEAD.search(line) if "poch: [" in line or "Train: " in line
                 else None) is not None:  # timm, MetricLogger, ProgressMeter: E × N + B
-            n_epoch = int(head.group(1) or head.group(2))
-            metrics = {**self._spaced(line, metrics), "epoch": float(n_epoch)}
+            n_epoch = whole(head.group(1) or head.group(2))
+            metrics = {**self._spaced(line, metrics), "epoch": float(head.group(1) or head.group(2))}
             metrics.pop("train", None)  # 'Train: 0' is timm's epoch, not a metric
-            return "train", n_epoch * int(head.group(4)) + int(head.group(3)), metrics
+            return "train", n_epoch * whole(head.group(4)) + whole(head.group(3)), metrics
         return None, None, metrics
 
     def _spaced(self, line: str, metrics: dict[str, Value]) -> dict[str, Value]:

@@ -11,7 +11,7 @@ import warnings
 from typing import Any
 
 from losslens.errors import FormatError
-from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser
+from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser, whole
 from losslens.logs.formats.jsonl import account_document, array_items
 from losslens.logs.mappings import emit_mapping, load_json
 from losslens.logs.sink import Accounting, Sink
@@ -147,7 +147,7 @@ class _HFParser(RegexLineParser):
 
     def _track_bar(self, text: str) -> None:
         for m in TQDM.finditer(text):
-            n, total = int(m.group(1)), int(m.group(2))
+            n, total = whole(m.group(1)), whole(m.group(2))
             state = self.bars.setdefault(total, [0, 0])
             state[0] += 1
             state[1] = n

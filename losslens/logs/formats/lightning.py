@@ -9,6 +9,7 @@ from losslens.logs.base import (
     Format,
     LineParser,
     RegexLineParser,
+    whole,
 )
 from losslens.logs.names import is_eval
 from losslens.logs.sink import Sink, Value
@@ -50,7 +51,7 @@ class _LightningParser(RegexLineParser):
             m = LIGHTNING_BAR.search(segment)
             if not m or not m.group(4):
                 continue
-            epoch, done, total = int(m.group(1)), int(m.group(2)), int(m.group(3))
+            epoch, done, total = whole(m.group(1)), whole(m.group(2)), whole(m.group(3))
             pairs = [(k, v) for k, v in LIGHTNING_PAIR.findall(m.group(4)) if k != "v_num"]
             _, metrics = self.sink.metrics_from_pairs(pairs)
             if not metrics:

@@ -10,6 +10,7 @@ from losslens.logs.base import (
     LineParser,
     RegexLineParser,
     count_matching,
+    whole,
 )
 from losslens.logs.names import parse_number
 from losslens.logs.sink import Sink
@@ -58,12 +59,12 @@ class _MegatronParser(RegexLineParser):
     def feed(self, lineno: int, line: str) -> str | None:
         m = MEGA_ITER.match(line)  # (a '[default7]: ' rank prefix is cut off by the reader)
         if m:
-            if not self.sink.emit(lineno, int(m.group(1)), self._fields(m.group(3))):
+            if not self.sink.emit(lineno, whole(m.group(1)), self._fields(m.group(3))):
                 return "no training metric"
             return None
         m = MEGA_VALID.search(line)
         if m:
-            if not self.sink.emit(lineno, int(m.group(1)), self._fields(m.group(2)), kind="eval"):
+            if not self.sink.emit(lineno, whole(m.group(1)), self._fields(m.group(2)), kind="eval"):
                 return "no training metric"
             return None
         return self.classify_noise(line.strip())

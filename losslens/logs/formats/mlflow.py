@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from losslens.errors import FormatError
-from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser, local_time_ms
+from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser, local_time_ms, whole
 from losslens.logs.names import canonical
 from losslens.logs.sink import INT64, Accounting, Sink
 
@@ -25,8 +25,8 @@ class _MlflowMetricParser(RegexLineParser):
             return "not 'timestamp value step'"
         name = self.sink.source_name or "value"
         found, metrics = self.sink.metrics_from_pairs([(name, m.group(2))])
-        t = local_time_ms(int(m.group(1)) * (1 if len(m.group(1)) > 10 else 1000))
-        if not self.sink.emit(lineno, int(m.group(3) or 0), metrics, time=t):
+        t = local_time_ms(whole(m.group(1)) * (1 if len(m.group(1)) > 10 else 1000))
+        if not self.sink.emit(lineno, whole(m.group(3) or '0'), metrics, time=t):
             return "no training metric"
         return None
 

@@ -10,6 +10,7 @@ from losslens.logs.base import (
     LineParser,
     RegexLineParser,
     count_matching,
+    whole,
 )
 from losslens.logs.names import NUMBER, NUMERIC, parse_number, unreserved
 from losslens.logs.sink import Sink
@@ -33,12 +34,12 @@ class _NanoParser(RegexLineParser):
             if m.group(4) is not None and float(m.group(4)) != -100.0:  # -100: nanoGPT's "unset"
                 metrics["mfu"] = float(m.group(4))
             self.sink.names.update(loss="loss", step_time_s="time", mfu="mfu")
-            self.sink.emit(lineno, int(m.group(1)), metrics)
+            self.sink.emit(lineno, whole(m.group(1)), metrics)
             return None
         m = NANO_EVAL.match(line)
         if m:
             self.sink.names.update(eval_loss="val loss", eval_train_loss="train loss")
-            self.sink.emit(lineno, int(m.group(1)), {"eval_train_loss": parse_number(m.group(2)),
+            self.sink.emit(lineno, whole(m.group(1)), {"eval_train_loss": parse_number(m.group(2)),
                                                      "eval_loss": parse_number(m.group(3))})
             return None
         return self.classify_noise(line)
@@ -90,14 +91,14 @@ class _ModdedParser(RegexLineParser):
                                    "train_time": "train_time_s", "step_avg": "step_avg_s"}.get(key, key))
                 metrics[name] = v
                 self.sink.names.setdefault(name, key)
-            if not self.sink.emit(lineno, int(m.group(1)), metrics):
+            if not self.sink.emit(lineno, whole(m.group(1)), metrics):
                 return "no training metric"
             return None
         m = LLMC.match(line.strip())
         if m:
             name = "loss" if m.group(2) == "trl" else "eval_loss"
             self.sink.names.setdefault(name, m.group(2))
-            self.sink.emit(lineno, int(m.group(1)), {name: parse_number(m.group(3))})
+            self.sink.emit(lineno, whole(m.group(1)), {name: parse_number(m.group(3))})
             return None
         m = LLMC_NEW.match(line.strip())
         if m:
@@ -108,7 +109,7 @@ class _ModdedParser(RegexLineParser):
                 new["step_time_s"] = float(m.group(6)) / 1000
             if m.group(8):
                 new["tokens_per_s"] = float(m.group(8))
-            self.sink.emit(lineno, int(m.group(1)), new)
+            self.sink.emit(lineno, whole(m.group(1)), new)
             return None
         return self.classify_noise(line)
 

@@ -10,6 +10,7 @@ from losslens.logs.base import (
     LineParser,
     RegexLineParser,
     leading_time,
+    whole,
 )
 from losslens.logs.names import parse_number
 from losslens.logs.sink import Sink
@@ -40,7 +41,7 @@ class _OlmoParser(RegexLineParser):
         if m:
             self.finish()
             pairs = [("epoch", m.group(2))] if m.group(2) is not None else []
-            self.pending = (lineno, int(m.group(1)), pairs, leading_time(line))
+            self.pending = (lineno, whole(m.group(1)), pairs, leading_time(line))
             return None
         if self.pending is not None:
             f = OLMO_FIELD.match(line)

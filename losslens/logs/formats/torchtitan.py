@@ -11,6 +11,7 @@ from losslens.logs.base import (
     LineParser,
     RegexLineParser,
     leading_time,
+    whole,
 )
 from losslens.logs.names import NONFINITE
 from losslens.logs.sink import Sink
@@ -34,7 +35,7 @@ class _TitanParser(RegexLineParser):
         pairs = [(k.strip(), v + u) for k, v, u in TITAN_PAIR.findall(m.group(2))]
         _, metrics = self.sink.metrics_from_pairs(pairs)
         t = leading_time(clean.split("] ", 1)[-1]) or leading_time(clean)
-        if not self.sink.emit(lineno, int(m.group(1)), metrics, time=t):
+        if not self.sink.emit(lineno, whole(m.group(1)), metrics, time=t):
             return "no training metric"
         return None
 
