@@ -236,19 +236,21 @@ def test_a_slow_log_gets_its_format_without_waiting_for_twenty_lines(monkeypatch
     assert w.nonfinite["loss"]["first_step"] == 2
 
 
-def _line_by_line_and_batched(monkeypatch, lines: list[str], window: int) -> tuple[Watcher, Watcher]:
-    """The same lines fed one by one and as two batches (the second takes the fast path once),
-    both finished; their accounting and NaN memory checked equal."""
+def _line_by_line_and_batched(monkeypatch, lines: list[str], window: int, format: str | None = None,
+                              first: int = 40, fast: list[int] | None = None) -> tuple[Watcher, Watcher]:
+    """The same lines fed one by one and as two batches, the first of ``first`` lines (the
+    batches that take the fast path: ``fast``, by default only the second), both finished; their
+    accounting and NaN memory checked equal."""
     s = load(None, cwd=Path("/"))
-    one, many = (Watcher("x", None, s.registry(), frozenset(), window=window) for _ in range(2))
+    one, many = (Watcher("x", format, s.registry(), frozenset(), window=window) for _ in range(2))
     for line in lines:
         one.feed(line)
     calls = []
     monkeypatch.setattr(Watcher, "_parse_fast", lambda self, b, f=Watcher._parse_fast: (
         calls.append(len(b)), f(self, b))[1])
-    many.feed_batch(lines[:40])
-    many.feed_batch(lines[40:])
-    assert calls == [len(lines) - 40]
+    many.feed_batch(lines[:first])
+    many.feed_batch(lines[first:])
+    assert calls == (fast if fast is not None else [len(lines) - first])
     for w in (one, many):
         w.finish_input()
     assert many.acc.as_dict() == one.acc.as_dict()
@@ -305,20 +307,9 @@ def test_a_large_batch_of_colon_lines_reads_the_same(monkeypatch) -> None:
     lines[700] = "Step 700 | loss: nan | lr: 1.00e-04"
     lines[900:900] = ["", "Epoch 2/10", "  loss: 2.5", "val_loss: 2.4", "Traceback (most recent call last):",
                       "Test: [ 0/10]  loss: 1.5 (1.5)  acc1: 50 (50)"]
-    s = load(None, cwd=Path("/"))
-    one, many = (Watcher("x", "colon", s.registry(), frozenset(), window=400) for _ in range(2))
-    for line in lines:
-        one.feed(line)
-    calls = []
-    monkeypatch.setattr(Watcher, "_parse_fast", lambda self, b, f=Watcher._parse_fast: (
-        calls.append(len(b)), f(self, b))[1])
-    many.feed_batch(lines[:600])
-    many.feed_batch(lines[600:])
-    assert calls == [599, len(lines) - 600]  # (the first line makes the parser)
-    for w in (one, many):
-        w.finish_input()
-    assert many.acc.as_dict() == one.acc.as_dict() and dict(many.acc.skipped) == dict(one.acc.skipped)
-    assert str(many.nonfinite) == str(one.nonfinite) and many.nonfinite["loss"]["first_step"] == 700
+    # (the first line of the first batch makes the parser)
+    one, many = _line_by_line_and_batched(monkeypatch, lines, 400, "colon", 600, [599, len(lines) - 600])
+    assert many.nonfinite["loss"]["first_step"] == 700
     assert len(many.train) == 400 and _rows(many) == _rows(one)
     # the evaluation line at the last train step (read column-wise), then the Keras-style epoch
     # (its step the epoch's) once the next record closes it
