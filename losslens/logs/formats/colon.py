@@ -38,7 +38,7 @@ from losslens.logs.names import (
     is_training_metric,
     parse_number,
 )
-from losslens.logs.sink import Sink, Value
+from losslens.logs.sink import Sink, TooWide, Value
 
 # 'loss: 0.2345', 'loss = 67.7' (a spaced '=' only: 'k=v' is the kv reader's), 'val loss: 2.4',
 # 'lr: 1.0e-04', 'time: 0.35s', 'Epoch: 3/10'; the key is one
@@ -322,7 +322,7 @@ def _is_colon_record(line: str) -> bool:
 # lines (an indented line), or after cleaning them: never single-line records in a template
 NOT_SIMPLE = ("[Eval", "Averaged stats:", "|Loss: ", "(train)", "(val)", "(test)", "Epoch [", "Test:",
               "Eval: ", "poch: [", "Train: ", "\x1b", "\x08", "\r")
-_DIGITS = re.compile(r"\d+")
+DIGITS = re.compile(r"\d+")  # (line_columns.colon_rows groups lines by what is left)
 _META = frozenset("\\.+*?()|[]{}^$#&-~")
 
 
@@ -340,12 +340,14 @@ class Shape:
     epoch_word: bool
 
 
+def _escaped(text: str) -> str:
+    """``text`` as regex source that matches it as it stands."""
+    return "".join("\\" + c if c in _META else c for c in text)
+
+
 def _literal(text: str) -> str:
     """``text`` as regex source: its digit runs any digits, the rest as it stands."""
-    out = []
-    for part in _DIGITS.split(text):
-        out.append("".join("\\" + c if c in _META else c for c in part))
-    return r"\d+".join(out)
+    return r"\d+".join(map(_escaped, DIGITS.split(text)))
 
 
 def shape(line: str) -> Shape | None:
@@ -356,7 +358,6 @@ def shape(line: str) -> Shape | None:
     found = list(PAIR.finditer(line))
     pairs: list[tuple[str, str]] = []
     spans: list[tuple[int, int, str, str]] = []  # (start, end, group, text) of each number read
-    keys: list[str] = []
     suffixes: list[str] = []
     for m in found:
         key, number, unit = m.group(1), m.group(2), m.group(3) or ""
@@ -367,10 +368,12 @@ def shape(line: str) -> Shape | None:
         if unit and parse_number(text) is None:
             text = number
         pairs.append((_key(key), text))
-        keys.append(_key(key))
         suffixes.append(text[len(number):])
         spans.append((m.start(2), m.end(2), f"v{len(spans)}", number))
-    step, metrics = Sink().metrics_from_pairs(pairs)
+    try:
+        step, metrics = Sink().metrics_from_pairs(pairs)
+    except TooWide:
+        return None  # (the parser's: a record too wide to hold)
     if not any(_is_metric(k) for k in metrics):
         return None  # no metric (or only the bare 'word number' fields: the parser's)
     word = STEP_WORD.search(line)  # the step where the pairs give none (or one past int64)
@@ -392,7 +395,7 @@ def shape(line: str) -> Shape | None:
         out.append(f"(?<{name}>{body})")
         at = end
     out.append(_outside(line, at, len(line), keep) + "$")
-    return Shape("".join(out), tuple(keys), tuple(suffixes), any(x[2] == "s" for x in spans),
+    return Shape("".join(out), tuple(k for k, _ in pairs), tuple(suffixes), any(x[2] == "s" for x in spans),
                  any(x[2] == "e" for x in spans))
 
 
@@ -404,7 +407,7 @@ def _outside(line: str, start: int, end: int, keep: list[tuple[int, int]]) -> st
             continue
         a, b = max(a, start), min(b, end)
         out.append(_literal(line[at:a]))
-        out.append("".join("\\" + c if c in _META else c for c in line[a:b]))
+        out.append(_escaped(line[a:b]))
         at = b
     out.append(_literal(line[at:end]))
     return "".join(out)

@@ -5,8 +5,6 @@ lines to that parser). Tests check both paths give the same frame."""
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import polars as pl
 
@@ -359,7 +357,6 @@ def mlflow_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object =
 
 
 COLON_SAMPLE = 500  # lines of a chunk whose shapes are counted
-DIGIT_RUNS = re.compile(r"\d+")
 COLON_SHAPES = 4  # the commonest shapes read column-wise (each a regex pass over the chunk)
 
 
@@ -372,13 +369,13 @@ def colon_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = 
     where the others stood (``read_elsewhere``)."""
     from collections import Counter
 
-    from losslens.logs.formats.colon import Shape, shape
+    from losslens.logs.formats.colon import DIGITS, Shape, shape
 
     # the commonest skeletons (the lines' text, digits aside), each shaped from its first line
     first: dict[str, str] = {}
     counts: Counter[str] = Counter()
     for line in text.head(COLON_SAMPLE).drop_nulls().to_list():
-        skeleton = DIGIT_RUNS.sub("0", line)
+        skeleton = DIGITS.sub("0", line)
         first.setdefault(skeleton, line)
         counts[skeleton] += 1
     forms: list[Shape] = []
