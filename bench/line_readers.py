@@ -34,6 +34,7 @@ TITAN_PAIR = re.compile(r"([a-z_]+):\s+([-+\d.eE,]+)")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 COLON_PAIR = re.compile(r"(\w[\w ]*?): ([-+\d.eE]+)")
 MODDED_PAIR = re.compile(r"(\w+):([-+\d.eE]+)")
+LIGHTNING_PAIR = re.compile(r"(\w+)=([^\s,\]]+)")
 NANO = re.compile(r"^iter (\d+): loss (\S+), time (\S+)ms")
 
 
@@ -76,6 +77,12 @@ def _lines(name: str, n: int) -> list[str]:
         from losslens.synth import olmo_lines
 
         return olmo_lines(n // 6)  # six lines a record
+    if name == "lightning":  # n redraws of the bar, one a step, '\r' between them, a line an epoch
+        per = 2000
+        return ["\r".join(f"Epoch {e}:  {100 * i // per}%|██ | {i}/{per} [00:{i % 60:02d}<00:10,  9.50it/s, "
+                          f"v_num=0, train_loss={_loss(e * per + i, rng):.3f}"
+                          + (f", val_loss={2 - e / 100:.3f}]" if e else "]") for i in range(1, per + 1))
+                for e in range(max(1, n // per))]
     if name == "colon":
         return [f"2025-03-02 10:00:00,000 - INFO - Step {i}/{n} | loss: {3 - i / n:.4f} | lr: "
                 f"1.00e-04 | grad norm: 0.812 | tokens/s: 31,{i % 1000:03d}" for i in range(n)]
@@ -109,6 +116,21 @@ def _pairs_loop(pattern: re.Pattern[str]) -> Callable[[Path], object]:
         return pl.DataFrame({k: v[:n] for k, v in cols.items()}).with_columns(
             pl.all().cast(pl.Float64, strict=False))
     return run
+
+
+def _lightning_loop(path: Path):
+    """Each '\r' redraw's 'key=value' pairs into per-key lists (no step dedupe)."""
+    import polars as pl
+
+    cols: dict[str, list[str]] = {}
+    with open(path) as f:
+        for line in f:
+            for seg in line.split("\r"):
+                for k, v in LIGHTNING_PAIR.findall(seg):
+                    cols.setdefault(k, []).append(v)
+    n = min(len(v) for v in cols.values())
+    return pl.DataFrame({k: v[:n] for k, v in cols.items()}).with_columns(
+        pl.all().cast(pl.Float64, strict=False))
 
 
 def _titan_loop(path: Path):
@@ -216,6 +238,7 @@ BASELINES: dict[str, tuple[str, Callable[[Path], object], Callable[[Path], objec
     "torchtitan": ("ANSI re.sub, re.findall 'name: value'", _titan_loop, None),
     "olmo": ("re.search the head, str.split each field", _olmo_loop, None),
     "colon": ("re.findall 'name: value'", _pairs_loop(COLON_PAIR), None),
+    "lightning": ("str.split at '\\r', re.findall 'key=value' per redraw", _lightning_loop, None),
     "kv-kubectl": ("re.findall 'key=value'", _pairs_loop(KV_PAIR), None),
     "kv-ranks": ("re.findall 'key=value'", _pairs_loop(KV_PAIR), None),
     "mlflow": ("str.split, int()/float() per line", _mlflow_loop, None),

@@ -48,8 +48,8 @@ def test_fleet_scan_benchmark_runs_small() -> None:
 def test_line_readers_benchmark_runs_small() -> None:
     out = _bench("line_readers.py", "--lines", "3000", timeout=300)
     rows = [x.split()[0] for x in out.splitlines()[2:]]
-    assert rows == ["jsonl", "csv", "hf", "megatron", "nanogpt", "modded-nanogpt", "fairseq",
-                    "torchtitan", "olmo", "colon", "kv-kubectl", "kv-ranks", "mlflow", "mlflow-run"]
+    assert rows == ["jsonl", "csv", "hf", "megatron", "nanogpt", "modded-nanogpt", "fairseq", "torchtitan",
+                    "olmo", "colon", "lightning", "kv-kubectl", "kv-ranks", "mlflow", "mlflow-run"]
 
 
 @pytest.mark.slow

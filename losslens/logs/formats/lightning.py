@@ -72,6 +72,7 @@ class Lightning(Format):
     name = "lightning"
     title = "PyTorch Lightning progress bar on stdout (Epoch N: …| b/N [… train_loss=…]), '\\r' redraws"
     example = "Epoch 3:  20%|██        | 20/100 [00:02<00:08,  9.50it/s, v_num=0, train_loss=2.340]"
+    rows = "line_columns:lightning_rows"  # every redraw column-wise for large files
 
     def sniff(self, lines: list[str]) -> int:
         return sum(1 for x in lines if any(m.group(4) for m in LIGHTNING_BAR.finditer(x)))

@@ -5,6 +5,8 @@ lines to that parser). Tests check both paths give the same frame."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import polars as pl
 
@@ -434,3 +436,91 @@ def colon_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = 
         parser.read_elsewhere(order_lines[order].tolist(), order_steps[order].tolist(),  # type: ignore[attr-defined]
                               names)
     return pl.Series(done)
+
+
+def lightning_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: Any = None) -> pl.Series:
+    """Lightning's bar, every '\\r' redraw of a line: one record per step (its last redraw), an
+    eval metric kept only when it changed since the last record, as ``_LightningParser`` does;
+    the record of the chunk's last step is left held by the parser (the next chunk may redraw
+    it), and the one it held is dropped or emitted first. The whole chunk is the parser's when a
+    redraw is one it reads otherwise (a number too long, too many pairs) or lines carry a
+    capture's or rank's tags (a record takes the tags of the line that ends its step)."""
+    from losslens.logs.formats.lightning import LIGHTNING_BAR, LIGHTNING_PAIR
+    from losslens.logs.names import STEP_KEYS, canonical, is_eval
+    from losslens.logs.sink import MAX_KEYS
+
+    none = pl.Series(np.zeros(len(text), dtype=bool))
+    if parser is None or sink.tags is not None:
+        return none
+    segs = pl.DataFrame({"line": lineno, "seg": text.str.split("\r")}).with_row_index("row").explode("seg")
+    bar = segs["seg"].str.extract_groups(LIGHTNING_BAR.pattern).struct.unnest()
+    bar.columns = ["epoch", "done", "total", "postfix"]
+    segs = pl.concat([segs, bar], how="horizontal").with_row_index("at").filter(
+        pl.col("postfix").str.len_bytes() > 0)
+    if not segs.height:
+        return none
+    if (segs.select(pl.max_horizontal(pl.col("epoch", "done", "total").str.len_bytes().max())).item() > 9):
+        return none  # (a step past int64 and the like: the parser's)
+    pairs = (segs.select("at", pl.col("postfix").str.extract_all(LIGHTNING_PAIR.pattern).alias("pair"))
+             .with_columns(pl.col("pair").list.len().alias("n")))
+    if pairs["n"].max() > MAX_KEYS:  # type: ignore[operator]
+        return none
+    pairs = pairs.explode("pair").drop_nulls("pair").with_columns(
+        pl.col("pair").str.splitn("=", 2).struct.rename_fields(["key", "raw"])).unnest("pair")
+    pairs = pairs.with_row_index("order").filter(pl.col("key") != "v_num")
+    keys = pairs["key"].unique().to_list()
+    pairs = pairs.with_columns(
+        pl.col("key").replace_strict(keys, list(map(canonical, keys)), return_dtype=pl.String).alias("name"),
+        pl.col("key").str.strip_chars().str.to_lowercase().is_in(list(STEP_KEYS)).alias("is_step"))
+    pairs = pairs.filter(~pl.col("is_step"))
+    value, _ = number_column(pairs["raw"])
+    pairs = pairs.with_columns(value.alias("value")).filter(pl.col("value").is_not_null())
+    firsts = pairs.group_by("at", "name").agg(pl.col("value").first(), pl.col("order").first())
+    if not firsts.height:
+        return none
+    wide = firsts.pivot(on="name", index="at", values="value")
+    names = [c for c in wide.columns if c != "at"]
+    rec = segs.select("at", "row", "line", "epoch", "done", "total").join(wide, on="at").sort("at")
+    step = (rec["epoch"].cast(pl.Int64) * rec["total"].cast(pl.Int64) + rec["done"].cast(pl.Int64)).to_numpy()
+    rec = rec.with_columns(pl.Series("step", step), rec["epoch"].cast(pl.Float64).alias("epoch"))
+    metric_names = [c for c in names if c != "epoch"] + ["epoch"]
+    # the names, in the order the parser would set them (by each name's first pair read)
+    for name, key in (pairs.filter(pl.col("at").is_in(rec["at"].implode()))
+                      .group_by("name").agg(pl.col("key").sort_by("order").first(), pl.col("order").min())
+                      .sort("order").select("name", "key").rows()):
+        sink.names.setdefault(name, key.strip())
+    # one record a step: the last redraw of each run of one step; the chunk's last run held
+    if parser.held is not None and parser.held[1] != int(step[0]):
+        parser.finish()  # (a held record of the chunk's first step is superseded: replaced below)
+    last_of_run = np.append(step[1:] != step[:-1], False)
+    tail = rec.row(len(rec) - 1, named=True)
+    parser.held = (tail["line"], tail["step"], {k: tail[k] for k in metric_names if tail[k] is not None})
+    out = rec.filter(pl.Series(last_of_run))
+    if out.height:
+        evals = [c for c in metric_names if is_eval(c)]
+        out = _lightning_evals(out, evals, parser)
+        add_rows(sink, {"step": out["step"], "line": out["line"]}, {c: out[c] for c in metric_names}, None,
+                 idle=False)
+    return pl.Series(np.isin(np.arange(len(text)), rec["row"].unique().to_numpy()))
+
+
+def _lightning_evals(out: pl.DataFrame, evals: list[str], parser: Any) -> pl.DataFrame:
+    """Records' eval metrics blanked where they equal the last record's (a NaN never does), from
+    the parser's ``last_eval`` on; which is left as the last record's."""
+    if not evals and not parser.last_eval:
+        return out
+    n = out.height
+    same = np.ones(n, dtype=bool)
+    for c in sorted(set(evals) | set(parser.last_eval)):
+        col = out[c].to_numpy() if c in out.columns else np.full(n, np.nan)
+        null = out[c].is_null().to_numpy() if c in out.columns else np.ones(n, dtype=bool)
+        before = parser.last_eval.get(c)
+        prev = np.concatenate([[np.nan if before is None else before], col[:-1]])
+        prev_null = np.concatenate([[before is None], null[:-1]])
+        same &= (null & prev_null) | (~null & ~prev_null & (col == prev))
+    last = out.row(n - 1, named=True)
+    parser.last_eval = {c: last[c] for c in evals if last[c] is not None}
+    if same.any() and evals:
+        keep = pl.Series(~same)
+        out = out.with_columns([pl.when(keep).then(pl.col(c)).alias(c) for c in evals])
+    return out

@@ -52,12 +52,10 @@ def test_generated_dicts_with_odd_lines(tmp_path, seed: int, own_steps: bool) ->
 
 
 @pytest.mark.parametrize("own_steps", [False, True])
-def test_progress_bar_in_a_later_chunk(tmp_path, monkeypatch, own_steps: bool) -> None:
+def test_progress_bar_in_a_later_chunk(tmp_path, chunks_of, own_steps: bool) -> None:
     """Dicts read column-wise in the first chunks, then a bar: from there on the per-line parser,
     and the buffered-output step rebuild decided as it would be on the whole file."""
-    from losslens.logs import source
-
-    monkeypatch.setattr(source.Source.chunks, "__defaults__", (20_000, source.MAX_LINE))
+    chunks_of(20_000)
     rng = random.Random(2)
     lines = _dicts(600, rng, own_steps)
     bars = [f" {k}%|#| {k}/100 [00:0{k % 10}<00:10,  1.00it/s]" for k in range(1, 100)]

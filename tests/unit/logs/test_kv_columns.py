@@ -55,10 +55,8 @@ def test_generated_with_odd_lines(tmp_path, seed: int) -> None:
     assert_same(path)
 
 
-def test_chunk_boundaries_do_not_split_lines(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr("losslens.logs.source.CHUNK_BYTES", 1000)
-    from losslens.logs import source
-    monkeypatch.setattr(source.Source.chunks, "__defaults__", (1000, source.MAX_LINE))
+def test_chunk_boundaries_do_not_split_lines(tmp_path, chunks_of) -> None:
+    chunks_of(1000)
     path = tmp_path / "small.log"
     path.write_text("\n".join(synth.dflash_lines(400)) + "\n")
     log = read_log(path)

@@ -177,12 +177,10 @@ OLMO_ODD = [
 
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("chunk", [1 << 22, 700])
-def test_olmo_records_across_chunks_with_odd_lines(tmp_path, monkeypatch, seed: int, chunk: int) -> None:
+def test_olmo_records_across_chunks_with_odd_lines(tmp_path, chunks_of, seed: int, chunk: int) -> None:
     """OLMo's multi-line records read column-wise equal the parser's, also where a record spans
     two chunks (700-byte chunks: most records do) and among odd lines."""
-    from losslens.logs import source
-
-    monkeypatch.setattr(source.Source.chunks, "__defaults__", (chunk, source.MAX_LINE))
+    chunks_of(chunk)
     rng = random.Random(seed)
     lines = synth.olmo_lines(1500, seed=seed)
     sprinkle(lines, OLMO_ODD, 150, rng)
@@ -364,10 +362,8 @@ def test_colon_with_odd_lines(tmp_path, seed: int, prefix: str) -> None:
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_colon_across_chunks(tmp_path, monkeypatch, seed: int) -> None:
-    from losslens.logs import source
-
-    monkeypatch.setattr(source.Source.chunks, "__defaults__", (700, source.MAX_LINE))
+def test_colon_across_chunks(tmp_path, chunks_of, seed: int) -> None:
+    chunks_of(700)
     path = tmp_path / "colon.log"
     path.write_text("\n".join(_colon_lines(100 + seed)) + "\n")
     assert_same(path, "colon")
@@ -399,3 +395,72 @@ def test_colon_names_are_the_first_line_s(tmp_path) -> None:
     path.write_text("\n".join(lines) + "\n")
     assert_same(path, "colon")
     assert read_log(path).names["loss"] == "train loss"
+
+
+# Lightning's bar: redraws that are no record, or one the parser reads otherwise
+LIGHTNING_ODD = [
+    "Validation DataLoader 0:  50%|█████     | 5/10 [00:01<00:01,  5.00it/s]", "",
+    "Sanity Checking: 0it [00:00, ?it/s]",
+    "Epoch {e}:  10%|█         | {i}/{t} [00:01<00:09,  9.50it/s, v_num=0, train_loss=nan]",
+    "Epoch {e}:  10%|█         | {i}/{t} [00:01<00:09,  9.50it/s, v_num=0]",
+    "Epoch {e}:  10%|█         | {i}/{t} [00:01<00:09,  9.50it/s, v_num=0, train_loss=abc]",
+    "Epoch {e}:  10%|█         | {i}/{t} [00:01<00:09,  9.50it/s, step=5, train_loss=1.5, Train_Loss=2.5]",
+    "Epoch {e}:  10%|█         | {i}/{t} [00:01<00:09,  9.50it/s, line=5, rank=2, train_loss=1.5]",
+    "Epoch {e}:  10%|█         | {i}/{t} [00:01<00:09,  9.50it/s, train_loss=1.5, val_loss=nan]",
+    "Epoch {e}:  10%|█         | {i}/{t} [00:01<00:09,  9.50it/s, train_loss=1.5e-3, lr=1e-4, acc=95%]",
+    "Epoch {e}:  10%|█         | {i}/{t} [00:01<00:09,  9.50it/s, train_loss=1.5, x=a=b]",
+    "Epoch {e}:  10%|█         | {i}/{t} [00:01<00:09,  9.50it/s, val_acc=0.5]",
+]
+
+
+LIGHTNING_LINES = ["", "GPU available: True (cuda), used: True", "Traceback (most recent call last):"]
+
+
+def _lightning_lines(seed: int, huge: bool = False) -> list[str]:
+    """A bar redrawn with '\\r' (a step sometimes twice, an epoch sometimes over two lines), the
+    eval loss in the postfix changing between epochs (to NaN too), odd redraws and lines."""
+    r = random.Random(seed)
+    lines: list[str] = []
+    total, val = r.choice([20, 50, 200]), None
+    for e in range(r.randint(2, 6)):
+        segs = []
+        for i in range(1, total + 1):
+            if r.random() < 0.1:
+                segs.append(r.choice(LIGHTNING_ODD).format(e=e, i=i, t=total))
+                continue
+            for _ in range(r.choice([1, 1, 2])):
+                post = f"v_num=0, train_loss={r.uniform(1, 3):.3f}" + (f", val_loss={val}" if val else "")
+                bar = f"Epoch {e}:  {100 * i // total}%|██ | {i}/{total}"
+                segs.append(f"{bar} [00:01<00:09,  9.50it/s, {post}]")
+        k = r.randrange(len(segs)) if r.random() < 0.3 else len(segs)
+        lines += ["\r".join(segs[:k]), "\r".join(segs[k:])] if k < len(segs) else ["\r".join(segs)]
+        val = r.choice([f"{r.uniform(1, 2):.3f}", "nan", val or "1.500"])
+        lines.append(r.choice(LIGHTNING_LINES))
+    if huge:  # an epoch past int64: that chunk is the parser's
+        lines.insert(len(lines) // 2,
+                     "Epoch 99999999999999999999:  10%|█| 5/10 [00:01<00:09,  9.50it/s, train_loss=1.5]")
+    return lines
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("chunk", [1 << 22, 700])
+def test_lightning_bars(tmp_path, chunks_of, seed: int, chunk: int) -> None:
+    """Lightning's redraws column-wise equal the parser's: one record a step (its last redraw,
+    also across lines and chunks), the eval loss only where it changed, names, accounting; a
+    chunk with a redraw the columns do not read is the parser's, which takes the held step over."""
+    chunks_of(chunk)
+    path = tmp_path / "bar.log"
+    path.write_text("\n".join(_lightning_lines(seed, huge=seed % 3 == 2)) + "\n")
+    assert_same(path, "lightning")
+
+
+@pytest.mark.parametrize("prefix", ["[rank{r}]: ", "2024-05-01T10:00:{s:02d}.5Z "])
+def test_lightning_bars_behind_prefixes(tmp_path, prefix: str) -> None:
+    lines = [prefix.format(r=i % 2, s=i % 60) + x for i, x in enumerate(_lightning_lines(7)) if x]
+    path = tmp_path / "bar.log"
+    path.write_text("\n".join(lines) + "\n")
+    assert_same(path, "lightning")
+
+
+def test_lightning_fixture() -> None:
+    assert_same(FIXTURES / "lightning_stdout.log", "lightning")
