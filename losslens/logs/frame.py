@@ -165,10 +165,25 @@ def _fill_steps(df: pl.DataFrame, notes: list[str], what: str) -> pl.DataFrame:
     if missing == 0 or df.height == 0:
         return df
     if missing == df.height:
+        if what == "train" and _one_record_an_epoch(df):
+            # 'Epoch 005 loss 9.52 | train 2.2s': the epoch is the step (a run that starts again
+            # at epoch 1 is a restart, as with steps), as Keras's epoch records have it
+            notes.append("no step numbers in the train records: steps are their epochs (a record an epoch)")
+            return df.with_columns(pl.col("epoch").cast(pl.Int64).alias("step"))
         notes.append(f"no step numbers in the {what} records: steps are the record order (1, 2, …)")
         return df.with_columns(pl.int_range(1, df.height + 1, dtype=pl.Int64).alias("step"))
     notes.append(f"{missing} {what} records without a step number take the step before them")
     return df.with_columns(pl.col("step").forward_fill().fill_null(0))
+
+
+def _one_record_an_epoch(df: pl.DataFrame) -> bool:
+    """Every record holds a whole epoch number, each one other than the record's before it."""
+    if "epoch" not in df.columns or df.height < 2:
+        return False
+    e = df["epoch"]
+    if e.null_count() or not bool((e.is_finite() & (e == e.floor()) & (e.abs() < 2.0**53)).all()):
+        return False
+    return bool((e.diff().drop_nulls() != 0).all())
 
 
 def _segments(parts: list[pl.DataFrame]) -> tuple[list[pl.DataFrame], tuple[Segment, ...]]:

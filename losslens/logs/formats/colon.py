@@ -66,8 +66,10 @@ TEST_HEAD = re.compile(r"(?:^|[\s\]])(?:Test:|Eval: data epoch: \[\d+\])\s+\[\s*
 # ProgressMeter's tab-separated 'Loss 6.9077e+00 (6.9077e+00)' fields (no colon)
 SPACED = re.compile(rf"^\s*([A-Za-z][\w@/.\-]*)\s+({NONFINITE}(?![A-Za-z])|{NUMBER})\b")
 # bare 'word number' fields, for printers with no ':' or '=' ('step 10 | loss 1.4021 | lr 1e-4',
-# 'step 10: loss 1.4021, tok/s 30512'): a field is whole 'key value' pairs and nothing else
-FIELD_CUT = re.compile(r"\s*(?:[|,;\t]|\s{2,}|\s-\s|(?<=\d):\s)\s*")
+# 'step 10: loss 1.4021, tok/s 30512'): a field is whole 'key value' pairs and nothing else; two
+# spaces part fields ('step 10  loss 1.4'), unless a number follows them: then they pad it
+# ('Epoch 005 loss   9.5198 | train 2.2s', a value printed right-aligned)
+FIELD_CUT = re.compile(r"\s*(?:[|,;\t]|\s{2,}(?!\s*[-+]?\.?\d)|\s-\s|(?<=\d):\s)\s*")
 WORD_PAIR = re.compile(rf"([A-Za-z_][\w/.\-@]*)\s+({NONFINITE}(?![A-Za-z])|{NUMBER})([A-Za-z%]+)?(?=\s|$)",
                        re.IGNORECASE)
 EVAL_HEAD = re.compile(r"\[Eval batch=\d+/\d+\]")

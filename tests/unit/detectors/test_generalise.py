@@ -242,6 +242,8 @@ def test_sgdr_bands_are_the_schedule(tmp_path: Path) -> None:
     "step {s}: loss {x:.4f}, lr 1.00e-04, grad_norm 0.98",
     "Step {s} - loss {x:.4f} - lr 1e-4",
     "iter {s} loss {x:.4f} lr 0.0001",
+    "step {s}  loss {x:.4f}  lr 0.0001",  # two spaces between fields
+    "step {s} loss {x:9.4f} | lr 0.0001",  # a value printed right-aligned: its padding
 ])
 def test_bare_word_number_fields_read(tmp_path: Path, line: str) -> None:
     path = tmp_path / "plain.log"
@@ -251,6 +253,36 @@ def test_bare_word_number_fields_read(tmp_path: Path, line: str) -> None:
     assert log.lines.as_dict() == {"total": 41, "parsed": 40, "skipped": 1, "blank": 0}
     assert log.train["step"].to_list()[:3] == [10, 20, 30]
     assert log.train["loss"].to_list()[-1] == pytest.approx(2.6)
+
+
+def _noprop_run(backbone: str, epochs: int, start: float, seed: int) -> list[str]:
+    """One run as NoProp's CIFAR-100 log prints it (gaggenwaschke/NoProp, logs/log_cifar100.md): a
+    markdown heading, a preamble, then 'Epoch 005 loss   9.5198 | train 2.2s' (the loss right-
+    aligned, no step), the test accuracy every fifth epoch."""
+    rng = np.random.default_rng(seed)
+    lines = [f"## cifar100 with {backbone}", "```", "start", f"--- {backbone} on CIFAR100 (100 classes) "
+             "using cuda ---", "train start"]
+    for e in range(1, epochs + 1):
+        loss = start * np.exp(-e / 12) + 0.06 * np.exp(rng.normal(0, 0.05))
+        line = f"Epoch {e:03d} loss {loss:8.4f} | train 2.2s"
+        lines.append(line + (f" | Acc {40 * (1 - np.exp(-e / 30)):.2f}% | infer 4.5s" if e % 5 == 0 else ""))
+    return lines + ["```", ""]
+
+
+def test_epoch_lines_with_a_padded_loss_and_no_step(tmp_path: Path) -> None:
+    """Two runs in one file, each a line an epoch with the loss padded to a width and no step:
+    the loss was never read (two spaces cut 'loss' from its value) and the records were numbered
+    in file order, so the second run's first loss (4042) was a ×49,000 spike and the accuracy of
+    two runs one falling series. Every epoch's loss is read, the epochs are the steps, and the
+    second run is a restart, analysed apart."""
+    path = tmp_path / "log_cifar100.md"
+    runs = _noprop_run("resnet18", 120, 22.0, 0) + _noprop_run("resnet50", 150, 4042.0, 1)
+    path.write_text("\n".join(runs))
+    log = read_log(path)
+    assert log.format == "colon" and log.train.height == 270 and log.train["loss"].null_count() == 0
+    assert log.train["step"].to_list() == list(range(1, 121)) + list(range(1, 151))
+    assert len(log.segments) == 2 and any("steps are their epochs" in n for n in log.notes)
+    assert [f.kind for f in analyze(log).findings if f.severity >= Severity.WARNING] == []
 
 
 def test_hf_dicts_with_their_own_step_keep_it_across_a_restart(tmp_path: Path) -> None:
