@@ -118,21 +118,6 @@ def _pairs_loop(pattern: re.Pattern[str]) -> Callable[[Path], object]:
     return run
 
 
-def _lightning_loop(path: Path):
-    """Each '\r' redraw's 'key=value' pairs into per-key lists (no step dedupe)."""
-    import polars as pl
-
-    cols: dict[str, list[str]] = {}
-    with open(path) as f:
-        for line in f:
-            for seg in line.split("\r"):
-                for k, v in LIGHTNING_PAIR.findall(seg):
-                    cols.setdefault(k, []).append(v)
-    n = min(len(v) for v in cols.values())
-    return pl.DataFrame({k: v[:n] for k, v in cols.items()}).with_columns(
-        pl.all().cast(pl.Float64, strict=False))
-
-
 def _titan_loop(path: Path):
     import polars as pl
 
@@ -238,7 +223,7 @@ BASELINES: dict[str, tuple[str, Callable[[Path], object], Callable[[Path], objec
     "torchtitan": ("ANSI re.sub, re.findall 'name: value'", _titan_loop, None),
     "olmo": ("re.search the head, str.split each field", _olmo_loop, None),
     "colon": ("re.findall 'name: value'", _pairs_loop(COLON_PAIR), None),
-    "lightning": ("str.split at '\\r', re.findall 'key=value' per redraw", _lightning_loop, None),
+    "lightning": ("re.findall 'key=value' (text mode splits at '\\r')", _pairs_loop(LIGHTNING_PAIR), None),
     "kv-kubectl": ("re.findall 'key=value'", _pairs_loop(KV_PAIR), None),
     "kv-ranks": ("re.findall 'key=value'", _pairs_loop(KV_PAIR), None),
     "mlflow": ("str.split, int()/float() per line", _mlflow_loop, None),

@@ -25,6 +25,12 @@ def sniff(lines: list[str], limit: int = SNIFF_LINES) -> tuple[Format | None, di
     return _sniff(*_samples(lines, limit))
 
 
+def _sniffed(lines: list[str], limit: int) -> tuple[Format | None, tuple[list[str], list[str]]]:
+    """``sniff``'s format, and the samples it was sniffed on (for ``strips``)."""
+    samples = _samples(lines, limit)
+    return _sniff(*samples)[0], samples
+
+
 def _sniff(raw: list[str], stripped: list[str]) -> tuple[Format | None, dict[str, int]]:
     """``sniff`` on the sample lines as they are and without a capture's prefixes."""
     scores: dict[str, int] = {}
@@ -144,31 +150,29 @@ def _read(src: Source, format: str | None) -> LogData:
         raise InputError(f"binary data (NUL byte at offset {at}), not a text log{hint}",
                          source=src.name)
     head_lines = decode_lines(src.head)
+    samples: tuple[list[str], list[str]] | None
     if format in (None, "auto"):
         # the head's last line may be cut short, unless the head ends at a newline
         cut = len(head_lines) > 1 and not src.head.endswith(b"\n")
         whole = head_lines[:-1] if cut else head_lines
         sample, limit = whole, SNIFF_LINES  # the lines the format is known from
-        samples = _samples(sample, limit)
-        fmt, _ = _sniff(*samples)
+        fmt, samples = _sniffed(sample, limit)
         if fmt is None:  # a long preamble: look at the whole head, then further once
             limit = len(whole)
-            samples = _samples(sample, limit)
-            fmt, _ = _sniff(*samples)
+            fmt, samples = _sniffed(sample, limit)
         if fmt is None and src.extend_head(SNIFF_DEEP_BYTES):
             # some logs open with thousands of lines of start-up noise: look further once
             deep = decode_lines(src.head)
             sample, limit = deep[:-1] if len(deep) > 1 else deep, len(deep)
-            samples = _samples(sample, limit)
-            fmt, _ = _sniff(*samples)
+            fmt, samples = _sniffed(sample, limit)
         if fmt is None:
             raise FormatError("no known log format recognised (see `losslens formats`, or pass "
                               "--format)", source=src.name)
     else:
         fmt = BY_NAME[format]
         sample, limit = head_lines, SNIFF_LINES
-        samples = _samples(sample, limit)
-        if not fmt.whole_file and not fmt.sniff(samples[1]):
+        samples = None if fmt.whole_file else _samples(sample, limit)
+        if samples is not None and not fmt.sniff(samples[1]):
             limit = len(sample)  # its lines further down, behind a preamble
             samples = _samples(sample, limit)
     sink, acc = Sink(source_name=os.path.basename(src.name)), Accounting()

@@ -475,7 +475,7 @@ def lightning_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: Any =
     pairs = pairs.filter(~pl.col("is_step"))
     value, _ = number_column(pairs["raw"])
     pairs = pairs.with_columns(value.alias("value")).filter(pl.col("value").is_not_null())
-    firsts = pairs.group_by("at", "name").agg(pl.col("value").first(), pl.col("order").first())
+    firsts = pairs.group_by("at", "name").agg(pl.col("value").first())  # (a name's first pair)
     if not firsts.height:
         return none
     wide = firsts.pivot(on="name", index="at", values="value")
