@@ -125,7 +125,9 @@ def test_fuzz_never_crashes(tmp_path: Path, lines: list[str], raw: bytes, newlin
         return
     acc = log.lines
     assert acc.parsed + acc.n_skipped + acc.blank == acc.total
-    assert acc.total == data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    # a file with no '\n' and a '\r' has old Mac line ends ('\r'), as the reader reads it
+    end = b"\r" if b"\r" in data and b"\n" not in data else b"\n"
+    assert acc.total == data.count(end) + (0 if data.endswith(end) else 1)
 
 
 @pytest.mark.slow
