@@ -321,7 +321,7 @@ def check(
     (a log that cannot be read, or whose loss cannot be found, is never 'ok')."""
     from losslens.reporters import text
     from losslens.reporters.base import Context
-    from losslens.runner import gate
+    from losslens.runner import gate, unchecked_loss
 
     with user_errors():
         run = _options(config, format, ignore, metric, quiet, verbose, skip_unreadable, jobs)
@@ -349,6 +349,8 @@ def check(
                           f"{report.steps['count']} records; {verdict} (--fail-on {threshold})", markup=False)
                 for note in r.log.lost if r.log is not None else ():  # the answer is on part of it
                     err.print(f"{report.source}: note: {note}", markup=False)
+                if (thin := unchecked_loss(r, run.settings.registry())) is not None:
+                    err.print(f"{report.source}: note: {thin}", markup=False)
             if run.verbose:
                 for sk in report.skipped:
                     err.print(f"{report.source}: could not check {sk.detector} on {sk.metric}: "

@@ -168,6 +168,24 @@ def gate(result: Result, fail_on: Severity, forced_metrics: bool = False) -> tup
     return code, None
 
 
+def unchecked_loss(result: Result, detectors: tuple[Any, ...]) -> str | None:
+    """A note for ``check`` when most of the checks on the loss could not run because it has too
+    few values (a pasted log of a few lines, or a loss read on a sliver of the records): an 'ok'
+    then rests on the checks that did run, and the line says which."""
+    report, log = result.report, result.log
+    if report is None or report.loss is None:
+        return None
+    on_loss = [d.name for d in detectors if d.wants(["loss"])]
+    skipped = {s.detector for s in report.skipped if s.metric == "loss"}
+    if 2 * len(skipped & set(on_loss)) <= len(on_loss):
+        return None
+    ran = [name for name in on_loss if name not in skipped]
+    values = (f"{log.train['loss'].count():,} loss value(s) in {log.train.height:,} records"
+              if log is not None and "loss" in log.train.columns else "too few loss values")
+    return (f"{values}: {len(on_loss) - len(ran)} of {len(on_loss)} checks on the loss need more "
+            f"(--verbose says which); only {', '.join(ran) or 'none'} could run")
+
+
 def verdict(worst: Severity | None, loss_known: bool, fail_on: Severity) -> ExitCode:
     """The gate's rule for a log that was read: 1 when its worst finding is at or above ``fail_on``;
     else 2 when its loss is not known (no loss-like column, and no --metric named one); else 0."""

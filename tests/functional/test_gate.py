@@ -236,6 +236,19 @@ def test_no_loss_metric_is_never_ok(tmp_path: Path) -> None:
                                       "critic_loss, reward); pass --metric with one of them")
 
 
+def test_an_ok_on_a_loss_too_short_to_judge_says_what_ran(tmp_path: Path) -> None:
+    sliver = write_lines(tmp_path / "sliver.log", [f"step={s} grad_norm={1 + s / 100:.2f}"
+                                                   + (" loss=2.5" if s == 3 else "") for s in range(165)])
+    proc = run("check", str(sliver))
+    assert proc.returncode == 0
+    assert proc.stderr.splitlines() == [
+        f"{sliver}: 0 finding(s); 165 records; ok (--fail-on error)",
+        f"{sliver}: note: 1 loss value(s) in 165 records: 6 of 7 checks on the loss need more "
+        "(--verbose says which); only nonfinite could run"]
+    long = write_lines(tmp_path / "long.log", [f"step={s} loss={3 - s / 100:.3f}" for s in range(60)])
+    assert "note" not in run("check", str(long)).stderr  # two of seven need more: no note
+
+
 @pytest.mark.slow
 def test_the_only_loss_like_column_is_the_loss_and_the_report_says_so(tmp_path: Path) -> None:
     nemo = write_lines(tmp_path / "nemo.log", [f"step={s} reduced_train_loss={3 - s / 100:.3f} lr=1e-4"

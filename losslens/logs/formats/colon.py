@@ -76,6 +76,8 @@ EVAL_HEAD = re.compile(r"\[Eval batch=\d+/\d+\]")
 TORCHTUNE = re.compile(r"^\s*(\d+)\|(\d+)\|Loss: ")
 WORD = re.compile(r"[A-Za-z]{2,}")
 KERAS_END = re.compile(r"^\s*(\d+)/\1 (?:\[=+\]|━+)")
+# a 'key: word' pair ('l : total loss'): a legend that names what the keys mean
+WORD_VALUED = re.compile(r"(?<![\w/.\-@'\"])[A-Za-z_][\w/.\-@]*\s*:\s*[A-Za-z]{2,}")
 
 
 EVAL_PROGRESS = {"eta_s", "step_time_s", "data_time", "data", "memory", "max_mem", "epoch"}
@@ -216,9 +218,12 @@ class _ColonParser(RegexLineParser):
             self._close()  # the end of an eval: its metrics follow, at the last train step
             self.pending = _Record(lineno, self.last_step, {}, time, "eval")
             return None
-        step, metrics = self.sink.metrics_from_pairs(colon_pairs(line))
+        pairs = colon_pairs(line)
+        step, metrics = self.sink.metrics_from_pairs(pairs)
         if "Averaged stats:" in line:
             return "epoch average"  # MetricLogger's summary of the records already read
+        if step is None and metrics and _is_legend(line, len(pairs)):
+            return "a legend of metric names"
         phase, head_step, metrics = self._head(line, metrics)
         if phase == "eval":  # an evaluation loop's line: its metrics at the last train step
             measured = {k: v for k, v in metrics.items() if k not in EVAL_PROGRESS}
@@ -311,6 +316,13 @@ def _is_header(line: str) -> bool:
     logging prefix), not a sentence that mentions one ('Starting training from iteration 0')."""
     rest = EPOCH_WORD.sub("", STEP_WORD.sub("", line))
     return len(WORD.findall(TIMESTAMP.sub("", rest))) <= 2
+
+
+def _is_legend(line: str, numbers: int) -> bool:
+    """A line that says what the keys mean ('- avg_loss : 1 epoch average loss , l : total loss, f :
+    flow loss'): more 'key: word' pairs than 'key: number' ones, and no step word (a record with a
+    step is read as one, here and column-wise)."""
+    return ":" in line and len(WORD_VALUED.findall(line)) > numbers and STEP_WORD.search(line) is None
 
 
 def _is_colon_record(line: str) -> bool:

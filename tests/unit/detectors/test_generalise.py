@@ -285,6 +285,24 @@ def test_epoch_lines_with_a_padded_loss_and_no_step(tmp_path: Path) -> None:
     assert [f.kind for f in analyze(log).findings if f.severity >= Severity.WARNING] == []
 
 
+def test_a_legend_of_metric_names_is_not_a_record(tmp_path: Path) -> None:
+    """A markdown log (gaggenwaschke/NoProp, logs/log_fashionmnist.md) opens with a legend of what
+    its keys mean. Its '1' (from '1 epoch average loss') was read as a record with avg_loss 1, with
+    no epoch: the epochs were no longer the steps and the loss's range began at 1."""
+    path = tmp_path / "log_fashionmnist.md"
+    path.write_text("\n".join([
+        "## FashionMNIST ( 10 categories) with ResNet-18 module + fused cls header",
+        "- avg_loss : 1 epoch average loss , l : total loss, f : flow loss, a : anchor loss(label), "
+        "kl : kl loss", "```", *(
+            f"Epoch {e:4d}/1000 done | avg_loss {393.7 - e:.4f}  l:{389.0 - e:.4f}, f:  0.2141, a:  "
+            f"0.0311,  kl:{388.7 - e:.4f}  in 2.9s  " + (" Heun 82.49% Single 82.66% | heun:0.72s"
+                                                       if e % 5 == 0 else "") for e in range(1, 176))]))
+    log = read_log(path)
+    assert (log.format, log.train.height, log.lines.skipped["a legend of metric names"]) == ("colon", 175, 1)
+    assert log.train["step"].to_list() == list(range(1, 176))
+    assert log.train["avg_loss"].min() == round(393.7 - 175, 4)
+
+
 def test_hf_dicts_with_their_own_step_keep_it_across_a_restart(tmp_path: Path) -> None:
     # a run resumed from the checkpoint 30 steps back prints those steps again
     steps = [*range(1, 300), *range(270, 400)]
