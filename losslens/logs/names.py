@@ -184,3 +184,18 @@ def parse_value(text: str) -> float | list[float] | None:
     if t.startswith("[") and t.endswith("]"):
         return parse_list(t)
     return parse_number(t)
+
+
+# a number printed inside its type's repr: torch's 'tensor(2.31, device='cuda:0', grad_fn=<…>)',
+# numpy 2's 'np.float64(0.23)', JAX's 'Array(0.5, dtype=float32)' (a dict of such values is
+# what a training loop prints when it forgets .item())
+WRAPPED = re.compile(r"\b(?:tensor|(?:np|numpy)\.(?:float|int|uint)(?:16|32|64|128)?|Array|DeviceArray)"
+                     r"\(\s*([-+]?(?:(?i:nan|inf(?:inity)?)|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?))\s*"
+                     r"(?:,[^()]*)?\)")
+
+
+def unwrapped(line: str) -> str:
+    """``line`` with each number printed inside its type's repr (see WRAPPED) as the bare number."""
+    if "(" in line and ("tensor(" in line or "np." in line or "numpy." in line or "Array(" in line):
+        return WRAPPED.sub(r"\1", line)
+    return line

@@ -8,6 +8,7 @@ from pathlib import Path
 from losslens.errors import FormatError, InputError
 from losslens.logs.base import RANK_PREFIX, Format, strip_prefixes
 from losslens.logs.frame import LogData, Segment, assemble, from_arrays
+from losslens.logs.names import unwrapped
 from losslens.logs.registry import BY_NAME, FORMATS, check_format
 from losslens.logs.sink import Accounting, Sink
 from losslens.logs.source import Source, decode_lines, open_source
@@ -56,7 +57,7 @@ def _sniff(raw: list[str], stripped: list[str]) -> tuple[Format | None, dict[str
 def _samples(lines: list[str], limit: int = SNIFF_LINES) -> tuple[list[str], list[str]]:
     """The first ``limit`` non-blank lines without rank prefixes: as they are, and also without
     the prefixes a capture put before them (see ``strip_prefixes``)."""
-    raw = [RANK_PREFIX.sub("", x, count=1) for x in lines if x.strip()][:limit]
+    raw = [unwrapped(RANK_PREFIX.sub("", x, count=1)) for x in lines if x.strip()][:limit]
     return raw, [RANK_PREFIX.sub("", strip_prefixes(x)[0], count=1) for x in raw]
 
 

@@ -21,6 +21,7 @@ from losslens.logs.names import (
     is_training_metric,
     parse_value,
     unreserved,
+    unwrapped,
 )
 
 Value = float | list[float]
@@ -73,7 +74,7 @@ class TooWide(ValueError):
 def feed_line(parser: Any, lineno: int, line: str) -> str | None:
     """``parser.feed``, with a record too wide to hold as its skip reason."""
     try:
-        return parser.feed(lineno, line)
+        return parser.feed(lineno, unwrapped(line))
     except TooWide:
         return TOO_WIDE
 

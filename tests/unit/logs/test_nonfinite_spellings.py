@@ -61,3 +61,35 @@ def test_percent_spelling_and_strings_stay_strings() -> None:
     assert str(parse_number("nan%")) == "nan" and parse_number("-Infinity") == float("-inf")
     assert python_dict("{'loss': nan, 'note': 'nan: not a number', 'x': [1, inf]}") == \
         {"loss": "nan", "note": "nan: not a number", "x": [1, "inf"]}
+
+
+WRAPPERS = {  # a number inside its type's repr, as a loop that forgot .item() prints it
+    "torch": lambda v: f"tensor({v}, device='cuda:0', grad_fn=<NllLossBackward0>)",
+    "numpy": lambda v: f"np.float64({v})",
+    "jax": lambda v: f"Array({v}, dtype=float32)",
+}
+
+
+@pytest.mark.parametrize("wrapper", list(WRAPPERS))
+@pytest.mark.parametrize("fmt", ["kv", "colon", "hf"])
+@pytest.mark.parametrize("columnwise", [False, True])
+def test_a_number_printed_inside_its_type_is_read(tmp_path: Path, monkeypatch, fmt: str, wrapper: str,
+                                                  columnwise: bool) -> None:
+    """'{'loss': tensor(nan, device='cuda:0')}' (a real PPO log on GitHub prints such dicts) was
+    skipped whole: a NaN there read as 'no records' or, among plain lines, as healthy. Plain and
+    wrapped lines mixed, read line by line and column-wise alike."""
+    from tests.naive import assert_same_as_per_line
+
+    if columnwise:
+        monkeypatch.setattr("losslens.logs.base.SMALL_BYTES", 0)
+    wrap = WRAPPERS[wrapper]
+    lines = [LINES[fmt](s, wrap(f"{2 - s / 1000:.4f}") if s % 3 else f"{2 - s / 1000:.4f}")
+             for s in range(1, 400)] + [LINES[fmt](s, wrap("nan")) for s in range(400, 403)]
+    path = tmp_path / "run.log"
+    path.write_text("\n".join(lines) + "\n")
+    log = read_log(path)
+    assert log.format == fmt and log.train.height == 402 and log.train["loss"].null_count() == 0
+    assert log.train["loss"][266] == 2 - 267 / 1000
+    found = [f for f in analyze(log).findings if f.kind == "nonfinite" and f.metric == "loss"]
+    assert len(found) == 1 and found[0].start_step == 400 and str(found[0].severity) == "error"
+    assert_same_as_per_line(path, fmt)
