@@ -113,6 +113,10 @@ class PipelineStall(Detector):
         per_step = dt / dstep
         usual_step = float(np.median(per_step[per_step > 0])) if (per_step > 0).any() else 0.0
         usual = float(np.median(dt[dt > 0])) if (dt > 0).any() else 0.0
+        if np.mean(dt < 1.0) > 0.5 and (dt >= 1.0).sum() >= 5:
+            # records printed in bursts (an epoch's lines, or two ranks' a millisecond apart, then
+            # nothing until the next epoch): the usual spacing is that between the bursts
+            usual = usual_step = float(np.median(dt[dt >= 1.0]))
         if usual <= 0 or usual_step <= 0:
             return []
         # time the steps in between do not explain (a log with gaps in steps is not a stall)

@@ -176,14 +176,55 @@ def _fill_steps(df: pl.DataFrame, notes: list[str], what: str) -> pl.DataFrame:
     return df.with_columns(pl.col("step").forward_fill().fill_null(0))
 
 
+def _epoch_local(df: pl.DataFrame, notes: list[str]) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+    """Steps counted within each epoch ('Epoch [2/5], Step [100/600]', 'Epoch: [ 1/200] Iter [
+    10/1487]'), made to count across the run: (the frame, each record's line and what was added
+    to its step), or None when they already do. They do not when the step starts again each time
+    the epoch goes up: then a record's step is (epoch - E) × L + step, L the largest step printed,
+    E 0 when the epochs count from 0, else 1. A step that goes back with no new epoch is a
+    restart, as always. The steps are left as they are when some new epoch does not start them
+    again (they count the run), or one starts further on than twice the usual gap between
+    records (a resume, not an epoch's first record)."""
+    if "epoch" not in df.columns or df.height < 3 or df["epoch"].null_count() or df["step"].null_count():
+        return None
+    step = df["step"].to_numpy()
+    back = np.flatnonzero(step[1:] < step[:-1]) + 1
+    if not len(back):
+        return None
+    epoch = df["epoch"].to_numpy().astype(np.float64)
+    if not (np.isfinite(epoch).all() and (epoch == np.floor(epoch)).all()) or np.abs(epoch).max() > 2.0**31:
+        return None
+    up = epoch[back] > epoch[back - 1]
+    if not up.any() or int((epoch[1:] > epoch[:-1]).sum()) != int(up.sum()):
+        return None  # the step goes on across some new epoch: it counts the run
+    gaps = np.diff(step)
+    gap = float(np.median(gaps[gaps > 0])) if (gaps > 0).any() else 1.0
+    if (step[back[up]] > 2 * gap + 1).any():
+        return None  # a step that starts again further on than a record's gap: a resume
+    length = int(step.max())
+    # not the first epoch seen: `watch`'s windows then number a 1-based log's steps as the whole
+    # log does
+    first = float(min(epoch.min(), 1.0))
+    offset = ((epoch - first) * length).astype(np.int64)
+    if length <= 0 or np.abs(offset).max() > 2**62:
+        return None
+    notes.append(f"steps count within each epoch (they start again as the epoch goes up, "
+                 f"{int(up.sum())} time(s)): a record's step is (epoch - {first:g}) × {length:,} + "
+                 f"its step, {length:,} being the largest step printed")
+    added = pl.Series("added", offset)
+    return (df.with_columns((pl.col("step") + added).alias("step")),
+            pl.DataFrame([df["line"], added]))
+
+
 def _one_record_an_epoch(df: pl.DataFrame) -> bool:
-    """Every record holds a whole epoch number, each one other than the record's before it."""
+    """Every record holds a whole epoch number, each one other than the record's before it (but
+    for one in twenty at most: a run that stopped after its first epoch and started again)."""
     if "epoch" not in df.columns or df.height < 2:
         return False
     e = df["epoch"]
     if e.null_count() or not bool((e.is_finite() & (e == e.floor()) & (e.abs() < 2.0**53)).all()):
         return False
-    return bool((e.diff().drop_nulls() != 0).all())
+    return int((e.diff().drop_nulls() == 0).sum()) * 20 <= df.height - 1
 
 
 def _segments(parts: list[pl.DataFrame]) -> tuple[list[pl.DataFrame], tuple[Segment, ...]]:
@@ -234,11 +275,23 @@ def assemble(source: str, fmt: str, sink: Sink, acc: Accounting) -> LogData:
         train_parts = [_fill_steps(train, notes, "train")]
     elif len(train_parts) > 1 and train.n_chunks() == 1:  # re-sorted: use the sorted frame
         train_parts = [train]
+    added = None
+    if "epoch" in train.columns and (local := _epoch_local(_frame(train_parts), notes)) is not None:
+        train_parts, added = [local[0]], local[1]
     train_parts, segments = _segments(train_parts) if train.height else ([], ())
     train = _frame([_ordered(p) for p in train_parts]) if train_parts else \
         train.with_columns(pl.lit(0, pl.Int32).alias("segment"))
     evals = _frame(eval_parts)
     if evals.height:
+        if added is not None:  # an eval record's own step was counted within its epoch too
+            evals = evals.sort("line").join_asof(added.sort("line"), on="line", strategy="backward")
+            evals = evals.with_columns(pl.col("step") + pl.col("added").fill_null(0)).drop("added")
+        if evals["step"].null_count() and train.height:
+            # 'Epoch [3/5] val_loss: 0.41': an eval record with no step of its own is at the step of
+            # the last train record before it
+            evals = evals.sort("line").join_asof(
+                train.select("line", pl.col("step").alias("train_step")).sort("line"), on="line",
+                strategy="backward").with_columns(pl.col("step").fill_null(pl.col("train_step"))).drop("train_step")
         evals = _fill_steps(evals, notes, "eval")
         if train.height:
             # an eval record belongs to the segment of the last train record before it

@@ -48,9 +48,27 @@ _SANITISE = re.compile(r"[^0-9a-z]+")
 _LR_MONITOR = re.compile(r"^lr-[a-z0-9_]+(?:/(?:group|pg)0)?$")
 
 
+# metric words of Chinese logs ('训练损失: 1.5476, 训练准确率: 36.46%', '验证损失: 1.3829'), in English
+_CJK_WORDS = sorted({"训练": "train", "验证": "val", "测试": "test", "评估": "eval", "损失": "loss",
+                     "准确率": "acc", "准确度": "acc", "正确率": "acc", "精度": "acc", "学习率": "lr",
+                     "平均": "avg", "梯度范数": "grad_norm", "困惑度": "ppl", "奖励": "reward",
+                     "最佳": "best", "集": "set", "大小": "size"}.items(),
+                    key=lambda kv: -len(kv[0]))
+
+
+def _english(key: str) -> str:
+    """A key with its Chinese metric words in English ('验证损失' → 'val loss'); others as they are."""
+    for word, english in _CJK_WORDS:
+        if word in key:
+            key = key.replace(word, f" {english} ")
+    return " ".join(key.split())
+
+
 @lru_cache(maxsize=4096)  # per-line readers ask for the same few keys on every line
 def canonical(key: str) -> str:
     """Map an original metric key to its canonical name (unknown keys: lower snake case)."""
+    if any("\u4e00" <= c <= "\u9fff" for c in key):
+        key = _english(key)
     k = key.strip().lower().replace(" ", "_")
     if k in ALIASES:
         return ALIASES[k]
@@ -81,18 +99,33 @@ def is_eval(name: str) -> bool:
 
 _METRIC_SUFFIXES = ("loss", "acc", "accuracy", "perplexity", "ppl", "reward", "score")
 _NOT_METRICS = ("scale", "window", "power", "hysteresis", "weight", "coef", "factor")
+_TOKEN_CUT = re.compile(r"[_/.\-]")
 
 
 @lru_cache(maxsize=4096)
 def is_training_metric(name: str) -> bool:
     """A record is a training record only if it measures something the model does (a loss, an
     accuracy…), not a setting that merely mentions one (``loss_scale_window``)."""
-    if any(t in name for t in _NOT_METRICS):
-        return False
+    if any(t in name for t in _NOT_METRICS) or name.startswith(("best_", "best/")):
+        return False  # (a 'best_val_acc' is the best so far, a summary of records already read)
     # the grad norm alone makes a record too (Megatron prints 'grad norm: nan' on lines whose
     # loss it leaves out): a NaN there is the first sign of a run blowing up
     return (name.split("_")[-1] in _METRIC_SUFFIXES or name.rsplit("/", 1)[-1] in _METRIC_SUFFIXES
-            or name == "grad_norm")
+            or name == "grad_norm" or _part_loss(name))
+
+
+_STATS = frozenset({"min", "max", "median", "std", "var", "avg", "mean"})
+
+
+def _part_loss(name: str) -> bool:
+    """The loss of one part of a model or objective, named after it: a GAN's 'Loss_G' / 'loss_D',
+    mmdet's 'loss_cls' / 'loss_rpn_bbox' (one or two short words after 'loss', not a summary's
+    'loss min/median/max')."""
+    tokens = _TOKEN_CUT.split(name)
+    if "loss" not in tokens:
+        return False
+    rest = tokens[tokens.index("loss") + 1:]
+    return 1 <= len(rest) <= 2 and all(0 < len(t) <= 4 and t not in _STATS for t in rest)
 
 
 NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"

@@ -45,12 +45,15 @@ from losslens.logs.sink import Sink, TooWide, Value
 # or two words (not quoted: JSON and Python dicts have their own readers); after the number no
 # letter, digit or ':digit' (a clock '0:05:12'); torchtune's 'Loss: 1.55:' ends in a colon
 PAIR = re.compile(
-    rf"(?<![\w/.\-@'\"])([A-Za-z_][\w/.\-@]*(?: [A-Za-z_][\w/.\-@]*)?)(?:\s*:\s*| = )"
+    rf"(?<![\w/.\-@'\"])([^\W\d][\w/.\-@]*(?: [^\W\d][\w/.\-@]*)?)(?:\s*[:：]\s*| = )"
     rf"({NONFINITE}(?![A-Za-z])|\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|{NUMBER})(?:\s*/\s*\d+)?([A-Za-z%]+(?:/[A-Za-z]+)?)?"
     rf"(?![\w.]|:\d)", re.IGNORECASE)
-STEP_WORD = re.compile(r"\b(?:global step|step|iteration|iter|update|batch)\s*[#=]?\s*(\d+)(?:\s*/\s*\d+)?\b",
-                       re.IGNORECASE)
-EPOCH_WORD = re.compile(r"\bepoch\s*[#=]?\s*(\d+)(?:\s*/\s*\d+)?\b", re.IGNORECASE)
+# 'Step 100', 'iter 5/1000', 'Iter [  10/1487]', 'Epoch: [ 0/200]', 'Epoch [2/5]'
+STEP_WORD = re.compile(r"\b(?:global step|step|iteration|iter|update|batch)\s*[#=]?\s*\[?\s*(\d+)"
+                       r"(?:\s*/\s*\d+)?\b", re.IGNORECASE)
+# '[1,  2000] loss: 2.211' (PyTorch's CIFAR-10 tutorial), '[1/10, 100/600] Loss = 0.23': [epoch, step]
+EPOCH_STEP = re.compile(r"^\s*\[\s*(\d+)(?:\s*/\s*\d+)?\s*,\s*(\d+)(?:\s*/\s*\d+)?\s*\]")
+EPOCH_WORD = re.compile(r"\bepoch\s*[#=:]?\s*\[?\s*(\d+)(?:\s*/\s*\d+)?\b", re.IGNORECASE)
 # 'EPOCH [BATCH/LEN]' heads: timm ('Train: 3 [ 50/1251 (4%)]'), torchvision/DeiT/MAE's
 # MetricLogger ('Epoch: [3]  [ 50/1251]'), pytorch/examples' ProgressMeter ('Epoch: [3][ 50/1251]')
 # (after a '[12:22:25.163846] ' or logging prefix; LAVIS/BLIP print 'Train: data epoch: [0]  [..]')
@@ -72,6 +75,11 @@ SPACED = re.compile(rf"^\s*([A-Za-z][\w@/.\-]*)\s+({NONFINITE}(?![A-Za-z])|{NUMB
 FIELD_CUT = re.compile(r"\s*(?:[|,;\t]|\s{2,}(?!\s*[-+]?\.?\d)|\s-\s|(?<=\d):\s)\s*")
 WORD_PAIR = re.compile(rf"([A-Za-z_][\w/.\-@]*)\s+({NONFINITE}(?![A-Za-z])|{NUMBER})([A-Za-z%]+)?(?=\s|$)",
                        re.IGNORECASE)
+# 'key is value' in a sentence's fields, for printers that write prose: 'Epoch 0, Step 25, avg loss
+# so far is 0.1097', 'grpo_loss is -0.0 and kl is 0.0085', 'Epoch 0, val loss is 0.0477'
+IS_PAIR = re.compile(rf"(?:^|[,;|]\s*|\band\s+)([A-Za-z_][\w/.\-@]*(?:\s+[A-Za-z_][\w/.\-@]*){{0,4}})"
+                     rf"\s+is\s+({NONFINITE}(?![A-Za-z])|{NUMBER})(?!\w|\.\d)", re.IGNORECASE)
+FILLER = frozenset({"the", "a", "an", "so", "far", "now", "current", "currently", "this", "my", "our", "of"})
 EVAL_HEAD = re.compile(r"\[Eval batch=\d+/\d+\]")
 TORCHTUNE = re.compile(r"^\s*(\d+)\|(\d+)\|Loss: ")
 WORD = re.compile(r"[A-Za-z]{2,}")
@@ -108,7 +116,21 @@ def colon_pairs(line: str) -> list[tuple[str, str]]:
         out.append((_key(key), text))
     if not any(_is_metric(canonical(k)) for k, _ in out):
         out.extend(_word_pairs(line))
+    if " is " in line and not any(_is_metric(canonical(k)) for k, _ in out):
+        out.extend(_is_pairs(line))
     return out
+
+
+def _is_pairs(line: str) -> list[tuple[str, str]]:
+    """'key is value' pairs (see IS_PAIR) of a line where one names a metric (prose, 'the total is
+    5', is not a record); the key without filler words ('avg loss so far' → 'avg loss'), a phase
+    word in front a prefix as in 'key: value' pairs ('val loss' → eval loss)."""
+    out = []
+    for words, number in IS_PAIR.findall(line):
+        kept = [w for w in words.split() if w.lower() not in FILLER]
+        if kept:
+            out.append((_key(" ".join(kept)) if len(kept) <= 2 else "_".join(kept), number))
+    return out if any(_is_metric(canonical(k)) for k, _ in out) else []
 
 
 def _word_pairs(line: str) -> list[tuple[str, str]]:
@@ -240,6 +262,10 @@ class _ColonParser(RegexLineParser):
             return None
         if step is None and (m := STEP_WORD.search(line)):
             step = whole(m.group(1))
+        elif step is None and "[" in line[:8] and (m := EPOCH_STEP.match(line)):
+            step = whole(m.group(2))
+            if "epoch" not in metrics:
+                metrics["epoch"] = float(m.group(1))
         epoch_word = EPOCH_WORD.search(line) if "poch" in line or "POCH" in line else None
         epoch = whole(epoch_word.group(1)) if epoch_word else None
         if epoch_word is not None and "epoch" not in metrics:

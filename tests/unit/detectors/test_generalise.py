@@ -303,6 +303,166 @@ def test_a_legend_of_metric_names_is_not_a_record(tmp_path: Path) -> None:
     assert log.train["avg_loss"].min() == round(393.7 - 175, 4)
 
 
+def _fast_scnn_lines(epochs: int, iters: int, seed: int, slow_from: int | None = None) -> list[str]:
+    """As Fast-SCNN's trainer logs (a public log: Cuber-Wei/Fast-SCNN-pytorch-for-Silicon-M,
+    logs/train.log): a line every 10 iterations, the iteration counted within its epoch (it starts
+    again at 3, 6, … as the epochs roll over), 'Time' the seconds since the start."""
+    rng = np.random.default_rng(seed)
+    lines, t, k = [], 0.0, 0
+    for e in range(epochs):
+        for i in range(1, iters + 1):
+            k += 1
+            t += 0.33 * (2.5 if slow_from is not None and k >= slow_from else 1.0)
+            if k % 10 == 0:
+                loss = 0.9 + 1.2 * np.exp(-k / 2000) + abs(rng.normal(0, 0.15))
+                lines.append(f"2025-06-12 13:31:13,075 - INFO - Epoch: [{e:2d}/{epochs}] "
+                             f"Iter [{i:4d}/{iters}] "
+                             f"|| Time: {t:.4f} sec || lr: {0.01 * (1 - k / (epochs * iters)) ** 0.9:.8f} || "
+                             f"Loss: {loss:.4f}")
+    return lines
+
+
+def test_steps_counted_within_each_epoch_count_across_the_run(tmp_path: Path) -> None:
+    """The step starts again with each epoch. Before, each epoch was a restart (200 segments in the
+    real log, each analysed apart: plateaus and spikes by the dozen) and 'Time', the seconds since
+    the start, read as a step time rising 91%: a throughput warning on a healthy run."""
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(_fast_scnn_lines(12, 1487, 0)) + "\n")
+    log = read_log(path)
+    steps = log.train["step"].to_list()
+    assert (len(log.segments), steps[:2], steps[147:149]) == (1, [10, 20], [1480, 1487 + 3])
+    assert any("steps count within each epoch" in n for n in log.notes)
+    assert analyze(log).findings == []
+    slow = tmp_path / "slow.log"  # the same run, every step 2.5x slower from step 9,000 on
+    slow.write_text("\n".join(_fast_scnn_lines(12, 1487, 0, slow_from=9000)) + "\n")
+    (f,) = analyze(read_log(slow)).findings
+    assert (f.kind, f.metric, f.evidence["elapsed"], f.evidence["drop"]) == \
+        ("throughput_drop", "step_time_s", True, 0.6)
+    assert 8990 <= f.start_step <= 9010 and "from the elapsed time's increments" in f.summary
+
+
+def test_steps_within_epochs_and_a_resume_and_eval_lines(tmp_path: Path) -> None:
+    """'Epoch [2/5], Step [100/600], Loss: 0.2231' (the pytorch-tutorial print, copied widely)
+    was read in record order; a run resumed at epoch 3 is still a restart, and an eval line's step
+    is its epoch's too."""
+    rows = [(e, i) for e in range(1, 5) for i in range(100, 601, 100)] + \
+           [(e, i) for e in range(3, 6) for i in range(100, 601, 100)]
+    lines = []
+    for e, i in rows:
+        lines.append(f"Epoch [{e}/5], Step [{i}/600], Loss: {2 - 0.05 * e - 0.0001 * i:.4f}")
+        if i == 600:
+            lines.append(f"Epoch [{e}/5] Test: val_loss: {2.1 - 0.05 * e:.4f}")
+    path = tmp_path / "tutorial.log"
+    path.write_text("\n".join(lines) + "\n")
+    log = read_log(path)
+    assert log.train["step"].to_list() == [(e - 1) * 600 + i for e, i in rows]
+    assert len(log.segments) == 2 and log.segments[1].first_step == 1300
+    assert log.eval["step"].to_list() == [e * 600 for e in (1, 2, 3, 4, 3, 4, 5)]
+    global_steps = tmp_path / "global.log"  # a step that counts the run: left as it is
+    global_steps.write_text("\n".join(f"Epoch [{k // 6 + 1}/5], Step [{k * 100 + 100}/3000], Loss: 2.0"
+                                      for k in range(30)) + "\n")
+    assert read_log(global_steps).train["step"].to_list() == [k * 100 + 100 for k in range(30)]
+
+
+@pytest.mark.parametrize("head", ["[{e}, {i:5d}] loss: {v:.3f}", "[{e}/3, {i}/12000] Loss = {v:.4f}"])
+def test_epoch_and_step_in_brackets(tmp_path: Path, head: str) -> None:
+    """PyTorch's CIFAR-10 tutorial prints '[1,  2000] loss: 2.211' (copied into countless
+    scripts): the epoch and the step within it, read before in record order."""
+    path = tmp_path / "tutorial.log"
+    path.write_text("\n".join([head.format(e=e, i=i, v=2.3 / (e + i / 12000)) for e in (1, 2, 3)
+                               for i in range(2000, 12001, 2000)] + ["Finished Training"]) + "\n")
+    log = read_log(path)
+    assert log.train["step"].to_list() == [(e - 1) * 12000 + i for e in (1, 2, 3)
+                                           for i in range(2000, 12001, 2000)]
+    assert len(log.segments) == 1 and dict(log.lines.skipped) == {"unrecognised line": 1}
+
+
+def test_key_is_value_prose(tmp_path: Path) -> None:
+    """A PaddlePaddle script's prose (a public log: IcarusWizard/prednet-paddle, logs/train.log),
+    'no known log format' before: 'avg loss so far is X' is the loss, 'val loss is X, val mse is
+    Y.' an eval record at the step before it, the step counted within each epoch."""
+    lines = ["W1205 12:44:41.166817   276 device_context.cc:447] Please NOTE: device: 0, GPU Compute "
+             "Capability: 7.0, Driver API Version: 10.1, Runtime API Version: 10.1", "Start training!"]
+    for e in range(6):
+        lines.append(f"Starting epoch {e} current lr is 0.001")
+        for i in range(25, 126, 25):
+            lines.append(f"Epoch {e}, Step {i}, total used time {7.1 * (e * 5 + i / 25):.6f} (s), "
+                         f"avg loss so far is {0.11 / (1 + e + i / 125):.17f}")
+        lines.append(f"Epoch {e}, val loss is {0.05 / (1 + e):.16f}, val mse is {0.024 / (1 + e):.17f}.")
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    log = read_log(path)
+    assert log.format == "colon" and log.train["step"].to_list() == [e * 125 + i for e in range(6)
+                                                                     for i in range(25, 126, 25)]
+    assert log.names["avg_loss"] == "avg loss" and log.train["avg_loss"][0] == float(f"{0.11 / 1.2:.17f}")
+    assert log.eval["step"].to_list() == [125 * (e + 1) for e in range(6)]
+    assert log.eval["eval_mse"].to_list() == [float(f"{0.024 / (1 + e):.17f}") for e in range(6)]
+    assert dict(log.lines.skipped) == {"framework log line": 1, "unrecognised line": 7}
+
+
+def test_the_losses_of_a_gan_are_losses(tmp_path: Path) -> None:
+    """'Epoch 1 Average Loss_G: 0.1467, Loss_D: 0.3049' (a public log: Latinaxia/Unet,
+    logs/training.log) was 'no known log format': a loss named after the part it trains ('Loss_G',
+    mmdet's 'loss_cls') was no metric. Two losses: the gate asks which (exit 2), --metric chooses."""
+    path = tmp_path / "training.log"
+    path.write_text("".join(f"2025-06-13 00:{e:02d}:46,228 - Epoch {e} Average Loss_G: "
+                            f"{0.15 / e ** 0.3:.4f}, Loss_D: {0.3 / e ** 0.5:.4f}\n" for e in range(1, 51)))
+    log = read_log(path)
+    assert log.format == "colon" and log.train["step"].to_list() == list(range(1, 51))
+    assert set(log.metrics) >= {"average_loss_g", "loss_d"}
+    (f,) = [f for f in analyze(log).findings if f.kind == "no_loss_metric"]
+    assert f.evidence["loss_like"] == ["Average Loss_G", "Loss_D"]
+    assert analyze(log, metrics=("Loss_D",)).loss == {"column": "Loss_D", "why": "chosen with --metric"}
+    from losslens.logs.names import is_training_metric
+
+    assert [is_training_metric(n) for n in ("loss_cls", "loss_rpn_bbox", "lossg", "loss_min_median_max",
+                                            "loss_scale", "loss_weight_g")] == [True, True, False, False,
+                                                                                 False, False]
+
+
+def test_metric_names_in_chinese(tmp_path: Path) -> None:
+    """'训练损失: 1.5476, 训练准确率: 36.46%' (train loss, train accuracy; a public log:
+    BreezeDaisy/MVim, Face_Pose/logs/train_face.log) was 'no known log format'. The Chinese metric
+    words are read in English (the names as written are kept); a NaN loss fails the gate."""
+    lines = []
+    for e in range(1, 41):
+        loss = "nan" if e == 33 else f"{1.55 / e ** 0.2:.4f}"
+        head = "2026-01-28 18:28:20,294 - train_face - INFO - "
+        lines += [f"Epoch {e}/100", f"{head}训练损失: {loss}, 训练准确率: {36 + e / 2:.2f}%",
+                  f"{head}验证损失：{1.38 / e ** 0.1:.4f}, 验证准确率: {43 + e / 3:.2f}%",
+                  f"{head}保存最佳模型到: Face_Pose/models/face/best_model_epoch_{e}.pth"]
+    path = tmp_path / "train_face.log"
+    path.write_text("\n".join(lines) + "\n")
+    log = read_log(path)
+    assert log.format == "colon" and log.train["step"].to_list() == list(range(1, 41))
+    assert (log.names["loss"], log.names["acc"], log.names["eval_loss"]) == \
+        ("训练损失", "训练准确率", "验证损失")
+    assert log.eval.height == 40 and log.train["acc"][0] == 36.5
+    (f,) = [f for f in analyze(log).findings if f.kind == "nonfinite"]
+    assert (f.metric, f.start_step, f.severity) == ("loss", 33, Severity.ERROR)
+
+
+def test_epoch_records_with_a_best_so_far_line_and_runs_started_again(tmp_path: Path) -> None:
+    """'Epoch [1/100], Train Loss: 2.3896, Train Acc: 0.1100, Val Loss: 2.3104, Val Acc: 0.0333'
+    then a 'best' line (a public log: BreezeDaisy/MVim, logs/training.log, 17 runs in one file,
+    some stopped after their first epoch). The 'best' line made a record with no epoch and a run
+    started again at epoch 1 after epoch 1 repeated an epoch: the steps were the record order and
+    17 runs one."""
+    lines, head = [], "2025-10-27 21:02:24,983 - INFO - "
+    for run, epochs in enumerate((1, 30, 1, 25)):
+        for e in range(1, epochs + 1):
+            lines.append(f"{head}Epoch [{e}/100], Train Loss: {2.3 / (e + run):.4f}, Train Acc: 0.5, "
+                         f"Val Loss: {2.2 / (e + run):.4f}, Val Acc: 0.6")
+            if e % 4 == 1:
+                lines.append(f"{head}Best val acc: {0.6 + e / 1000:.4f}")
+    path = tmp_path / "training.log"
+    path.write_text("\n".join(lines) + "\n")
+    log = read_log(path)
+    assert log.train.height == 57 and any("steps are their epochs" in n for n in log.notes)
+    # (a run stopped after its first epoch is at the step of the next run's first: not backwards)
+    assert [(s.first_step, s.last_step) for s in log.segments] == [(1, 30), (1, 25)]
+
+
 def test_hf_dicts_with_their_own_step_keep_it_across_a_restart(tmp_path: Path) -> None:
     # a run resumed from the checkpoint 30 steps back prints those steps again
     steps = [*range(1, 300), *range(270, 400)]

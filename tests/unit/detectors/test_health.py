@@ -168,3 +168,19 @@ def test_lr_schedule_evidence() -> None:
     c = synth.diverging(turn=1200)
     f = only(analyze(from_arrays(c.steps, loss=c.loss, lr=np.full(len(c.steps), 3e-4))), "divergence")
     assert f.evidence["lr_schedule"]["warmup"] is False and "no LR warm-up" in f.summary
+
+
+def test_wall_time_pauses_in_a_log_printed_in_bursts() -> None:
+    """Records printed in bursts (two ranks' lines a millisecond apart, then nothing until the next
+    epoch 100 s later): the usual spacing is the bursts', so the epochs are not 'pauses' of 1,000x
+    the usual 0.01 s; a stall of three hours among them still is a hang."""
+    from losslens.detectors import PipelineStall
+    from losslens.detectors.base import Series
+
+    t = np.sort(np.concatenate([np.arange(60) * 100.0, np.arange(60) * 100.0 + 0.01]))
+    steps = np.arange(1, 121)
+    assert PipelineStall().detect(Series("time", steps, t)) == []
+    t[80:] += 3 * 3600
+    (f,) = PipelineStall().detect(Series("time", steps, t))
+    assert (f.start_step, f.severity) == (81, Severity.WARNING)
+    assert f.evidence["usual_s"] == pytest.approx(100, 0.01)
