@@ -16,11 +16,9 @@ from losslens.errors import UsageError
 from losslens.findings import Finding, Report, Severity, Skipped
 from losslens.logs import LogData
 from losslens.logs.compact import values_of
-from losslens.logs.names import canonical
+from losslens.logs.names import canonical, loss_like
 
 PROGRESS_RECORDS = 1_000_000  # the detectors tell their progress on logs at least this long
-# words that make a '*loss*' column a setting, not a measured loss ('loss_scale', 'loss_weight')
-_SETTING_WORDS = ("scale", "window", "weight", "coef", "factor", "hysteresis", "power")
 
 CONTEXT = ("epoch", "lr", "grad_norm", "acc", "loss")
 
@@ -102,9 +100,7 @@ def resolve_metric(log: LogData, name: str) -> str:
 
 
 def _loss_like(column: str) -> bool:
-    words = column.split("_")
-    return (not column.startswith("eval_") and "loss" in words
-            and not any(w in column for w in _SETTING_WORDS))
+    return not column.startswith("eval_") and loss_like(column)
 
 
 def choose_loss(log: LogData, metrics: tuple[str, ...] = ()) -> tuple[LogData, dict[str, str] | None]:

@@ -10,6 +10,7 @@ import numpy as np
 
 from losslens.detectors.base import Detector, Series, fmt_number
 from losslens.findings import Finding, Severity, Skipped
+from losslens.logs.names import loss_like
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,12 @@ class NonFinite(Detector):
     metrics = ("loss", "grad_norm", "eval_loss", "acc", "lr")
 
     frozen_records: int = 5
+
+    def wants(self, columns: list[str]) -> list[str]:
+        """``metrics``, and every other loss column: a NaN in one of several losses (a detector's
+        box and class losses, where none is the loss until --metric says) is never unseen."""
+        fixed = super().wants(columns)
+        return fixed + [c for c in columns if c not in fixed and loss_like(c)]
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
         v, steps = series.values, series.steps

@@ -98,6 +98,7 @@ def is_eval(name: str) -> bool:
 
 
 _METRIC_SUFFIXES = ("loss", "acc", "accuracy", "perplexity", "ppl", "reward", "score")
+# words that make a '*loss*' column a setting, not a measured loss ('loss_scale', 'loss_weight')
 _NOT_METRICS = ("scale", "window", "power", "hysteresis", "weight", "coef", "factor")
 _TOKEN_CUT = re.compile(r"[_/.\-]")
 
@@ -112,6 +113,12 @@ def is_training_metric(name: str) -> bool:
     # loss it leaves out): a NaN there is the first sign of a run blowing up
     return (name.split("_")[-1] in _METRIC_SUFFIXES or name.rsplit("/", 1)[-1] in _METRIC_SUFFIXES
             or name == "grad_norm" or _part_loss(name))
+
+
+def loss_like(column: str) -> bool:
+    """A canonical column that measures a loss ('loss', 'train/box_loss', 'reduced_train_loss',
+    'loss_unchosen'), not a setting that names one ('loss_scale')."""
+    return "loss" in column.split("_") and not any(w in column for w in _NOT_METRICS)
 
 
 _STATS = frozenset({"min", "max", "median", "std", "var", "avg", "mean"})

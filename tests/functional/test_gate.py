@@ -249,6 +249,21 @@ def test_an_ok_on_a_loss_too_short_to_judge_says_what_ran(tmp_path: Path) -> Non
     assert "note" not in run("check", str(long)).stderr  # two of seven need more: no note
 
 
+def test_a_nan_in_one_of_several_losses_fails_the_gate(tmp_path: Path) -> None:
+    """Ultralytics' results.csv holds three losses (box, class, DFL) and none is 'the' loss until
+    --metric says: a NaN box loss was exit 2 'no loss metric found', the NaN unseen."""
+    head = "epoch,train/box_loss,train/cls_loss,train/dfl_loss,metrics/mAP50(B),val/box_loss,lr/pg0"
+    rows = [f"{e},{'nan' if e >= 40 else f'{1.5 / e ** 0.3:.5f}'},{2 / e ** 0.4:.5f},{1.3 / e ** 0.2:.5f},"
+            f"{0.3 + e / 200:.5f},{1.6 / e ** 0.3:.5f},0.01" for e in range(1, 61)]
+    results = write_lines(tmp_path / "results.csv", [head, *rows])
+    proc = run("check", str(results))
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines()[0] == (
+        f"{results}:41: steps 40–60: error nonfinite [train_box_loss] train_box_loss is NaN from step 40 to "
+        "the end of the log (last finite value 0.4998): training has blown up (lower the LR, check for bad "
+        "batches, fp16 overflow)")
+
+
 @pytest.mark.slow
 def test_the_only_loss_like_column_is_the_loss_and_the_report_says_so(tmp_path: Path) -> None:
     nemo = write_lines(tmp_path / "nemo.log", [f"step={s} reduced_train_loss={3 - s / 100:.3f} lr=1e-4"
