@@ -3,6 +3,7 @@ reading and analysis, checked when made) and ``results``, one ``Result`` per log
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -176,7 +177,8 @@ def unchecked_loss(result: Result, detectors: tuple[Any, ...]) -> str | None:
     if report is None or report.loss is None:
         return None
     on_loss = [d.name for d in detectors if d.wants(["loss"])]
-    skipped = {s.detector for s in report.skipped if s.metric == "loss"}
+    times = Counter(s.detector for s in report.skipped if s.metric == "loss")
+    skipped = {name for name, n in times.items() if n >= report.segments}  # in every segment
     if 2 * len(skipped & set(on_loss)) <= len(on_loss):
         return None
     ran = [name for name in on_loss if name not in skipped]

@@ -15,6 +15,7 @@ from losslens.logs.formats.megatron import Megatron
 from losslens.logs.formats.mlflow import MlflowMetric
 from losslens.logs.formats.nanogpt import ModdedNanoGPT, NanoGPT
 from losslens.logs.formats.olmo import Olmo
+from losslens.logs.formats.table import Table
 from losslens.logs.formats.tensorboard import TensorBoard
 from losslens.logs.formats.torchtitan import TorchTitan
 
@@ -31,6 +32,7 @@ FORMATS: tuple[Format, ...] = (
     TorchTitan(),
     Lightning(),
     Olmo(),
+    Table(),
     MlflowMetric(),
     KeyValue(),
     Colon(),

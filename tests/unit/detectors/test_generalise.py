@@ -463,6 +463,47 @@ def test_epoch_records_with_a_best_so_far_line_and_runs_started_again(tmp_path: 
     assert [(s.first_step, s.last_step) for s in log.segments] == [(1, 30), (1, 25)]
 
 
+def _ultralytics_lines(epochs: int, nan_from: int | None = None) -> list[str]:
+    """Ultralytics YOLO's stdout as nohup captures it: a header per epoch, the epoch's row redrawn
+    with its bar ('\\r' between states, the running means changing), the validation table."""
+    pad = " " * 16
+    out = ["Ultralytics 8.3.2 🚀 Python-3.11.7 torch-2.4.0+cu121 CUDA:0 (NVIDIA A100-SXM4-40GB, 40326MiB)",
+           f"Starting training for {epochs} epochs...", ""]
+    for e in range(1, epochs + 1):
+        box = "nan" if nan_from is not None and e >= nan_from else f"{1.5 * np.exp(-e / 40) + 0.6:.4g}"
+        cls, dfl = 2.0 * np.exp(-e / 30) + 0.5, 1.3 * np.exp(-e / 50) + 0.9
+        out.append("      Epoch    GPU_mem   box_loss   cls_loss   dfl_loss  Instances       Size")
+        out.append("\r".join(f"{e:>11}/{epochs}      2.61G {box:>10} {cls + 0.1 / k:>10.4g} {dfl:>10.4g} "
+                             f"{180 + k:>10}        640: {k * 100 // 8:3d}%|{'█' * k}{' ' * (8 - k)}| "
+                             f"{k}/8 [00:0{k}<00:00,  3.21it/s]" for k in range(1, 9)))
+        out.append(f"{pad} Class     Images  Instances      Box(P          R      mAP50  mAP50-95): "
+                   "100%|██████████| 1/1 [00:00<00:00,  2.35it/s]")
+        out.append(f"{pad}   all        128        929      {0.5 + e / 200:.3f}      0.546      "
+                   f"{0.45 + e / 200:.3f}      0.454")
+        out.append(f"{pad}person        128        254      0.701      0.602      0.688      0.471")
+        out.append("")
+    return out + [f"{epochs} epochs completed in 0.123 hours."]
+
+
+def test_an_aligned_table_ultralytics_yolo(tmp_path: Path) -> None:
+    """Ultralytics YOLO prints each epoch as a row under a header ('1/100  2.61G  1.183 ...'), was
+    'no known log format'; its three losses are each watched for a NaN (exit 1), none is 'the'
+    loss until --metric says, and the validation's 'all' row is an eval record."""
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(_ultralytics_lines(60)) + "\n")
+    log = read_log(path)
+    assert log.format == "table" and log.train["step"].to_list() == list(range(1, 61))
+    last_redraw = float(f"{2.0 * np.exp(-1 / 30) + 0.5 + 0.1 / 8:.4g}")
+    assert log.train["cls_loss"][0] == last_redraw
+    assert log.eval.height == 60 and log.eval["eval_map50"][0] == 0.455 and log.eval["step"][0] == 1
+    assert dict(log.lines.skipped) == {"unrecognised line": 3, "a single class's result": 60}
+    assert [f.kind for f in analyze(log, metrics=("box_loss",)).findings] == []
+    nan = tmp_path / "nan.log"
+    nan.write_text("\n".join(_ultralytics_lines(60, nan_from=45)) + "\n")
+    (f,) = [f for f in analyze(read_log(nan)).findings if f.kind == "nonfinite"]
+    assert (f.metric, f.start_step, f.severity) == ("box_loss", 45, Severity.ERROR)
+
+
 def test_hf_dicts_with_their_own_step_keep_it_across_a_restart(tmp_path: Path) -> None:
     # a run resumed from the checkpoint 30 steps back prints those steps again
     steps = [*range(1, 300), *range(270, 400)]

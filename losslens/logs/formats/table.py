@@ -1,0 +1,121 @@
+"""Aligned tables: a header of column names, then rows of numbers under it. Ultralytics YOLO
+prints its epochs so ('      Epoch    GPU_mem   box_loss   cls_loss   dfl_loss  Instances       Size'
+then '      1/100      2.61G      1.183      2.437      1.253        187        640: 100%|...', every
+redraw of the bar a state of the row), and so do trainers that print an aligned table of their
+own. A row is read under the last header with as many columns whose first column is a step or an
+epoch ('1/100', '25'): the epoch, when the column is named so, is its step. A table whose first
+column is 'Class' ('Class  Images  Instances  Box(P  R  mAP50  mAP50-95)') is an evaluation: its
+'all' row is an eval record at the last train step, the rows of single classes are skipped."""
+
+from __future__ import annotations
+
+import re
+
+from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser, whole
+from losslens.logs.names import STEP_KEYS, canonical, is_training_metric, parse_number
+from losslens.logs.sink import Sink
+
+BAR_TAIL = re.compile(r":?\s+\d{1,3}%\|.*$")  # tqdm's bar after a row or a header
+NAME = re.compile(r"^[A-Za-z][\w/.\-]*(?:\([\w.\-]*\)?|\))?:?$")  # 'box_loss', 'Box(P', 'mAP50-95)'
+POSITION = re.compile(r"^(\d+)(?:/(\d+))?$")  # '1/100', '25'
+EVAL_FIRST = ("class", "classes")
+STEP_FIRST = ("epoch", *STEP_KEYS)
+
+
+def _cells(line: str) -> list[str]:
+    """The last state of a redrawn line, without its progress bar, in whitespace-parted cells."""
+    states = [x for x in line.split("\r") if x.strip()]
+    return BAR_TAIL.sub("", states[-1]).split() if states else []
+
+
+def _name(cell: str) -> str:
+    """'Box(P' → 'Box_P', 'mAP50-95)' → 'mAP50-95', 'box_loss' as it is."""
+    return cell.rstrip(":").replace("(", "_").rstrip(")")
+
+
+def _header(cells: list[str]) -> bool:
+    """Three or more names, the first a step, an epoch or 'Class', one a metric (or 'Class')."""
+    if len(cells) < 3 or not all(NAME.match(c) for c in cells):
+        return False
+    first = cells[0].lower()
+    if first in EVAL_FIRST:
+        return True
+    return first in STEP_FIRST and any(is_training_metric(canonical(_name(c))) for c in cells[1:])
+
+
+class _TableParser(RegexLineParser):
+    noise = COMMON_NOISE
+
+    def __init__(self, sink: Sink):
+        super().__init__(sink)
+        self.train: list[str] | None = None  # the header of the training table
+        self.eval: list[str] | None = None  # the header of the evaluation table
+        self.last_step: int | None = None
+
+    def feed(self, lineno: int, line: str) -> str | None:
+        cells = _cells(line)
+        if _header(cells):
+            names = [_name(c) for c in cells]
+            if cells[0].lower() in EVAL_FIRST:
+                self.eval = names
+            else:
+                self.train = names
+            return None
+        if cells and self.train is not None and len(cells) == len(self.train) and \
+                (pos := POSITION.match(cells[0])) is not None:
+            return self._train_row(lineno, self.train, cells, pos)
+        if cells and self.eval is not None and len(cells) == len(self.eval) and NAME.match(cells[0]):
+            if cells[0].lower() != "all":
+                return "a single class's result"
+            metrics = self._numbers(self.eval[1:], cells[1:])
+            if metrics is None:
+                return self.classify_noise(line)
+            self.sink.emit(lineno, self.last_step, {f"eval_{canonical(k)}": v for k, v in metrics.items()},
+                           kind="eval")
+            for k in metrics:
+                self.sink.names.setdefault(f"eval_{canonical(k)}", k)
+            return None
+        return self.classify_noise(line)
+
+    def _train_row(self, lineno: int, header: list[str], cells: list[str], pos: re.Match[str]) -> str | None:
+        metrics = self._numbers(header[1:], cells[1:])
+        if metrics is None:
+            return self.classify_noise(" ".join(cells))
+        values = {canonical(k): v for k, v in metrics.items()}
+        for k in metrics:
+            self.sink.names.setdefault(canonical(k), k)
+        step = whole(pos.group(1))
+        if header[0].lower() == "epoch":
+            values["epoch"] = float(step)
+            self.sink.names.setdefault("epoch", header[0])
+        if not self.sink.emit(lineno, step, values):
+            return "no training metric"
+        self.last_step = step
+        return None
+
+    @staticmethod
+    def _numbers(names: list[str], cells: list[str]) -> dict[str, float] | None:
+        """The row's numbers by column name ('2.61G' with its unit); None when a cell is no number."""
+        out = {}
+        for name, cell in zip(names, cells, strict=True):
+            value = parse_number(cell)
+            if value is None:
+                return None
+            out[name] = value
+        return out
+
+
+class Table(Format):
+    """--format table: an aligned table, a header of names then rows of numbers (Ultralytics YOLO's
+    epochs, and trainers printing a table of their own)."""
+    name = "table"
+    title = "aligned tables: a header of column names, then rows under it (Ultralytics YOLO)"
+    example = "      1/100      2.61G      1.183      2.437      1.253        187        640: 100%|##| 8/8"
+
+    def sniff(self, lines: list[str]) -> int:
+        parser = _TableParser(Sink())
+        return sum(1 for i, line in enumerate(lines, 1)
+                   if parser.feed(i, line) is None and not _header(_cells(line)))
+
+    def parser(self, sink: Sink) -> LineParser:
+        return _TableParser(sink)
