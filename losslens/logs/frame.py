@@ -187,6 +187,8 @@ def _epoch_local(df: pl.DataFrame, notes: list[str]) -> tuple[pl.DataFrame, pl.D
     records (a resume, not an epoch's first record)."""
     if "epoch" not in df.columns or df.height < 3 or df["epoch"].null_count() or df["step"].null_count():
         return None
+    if df["step"].is_sorted():  # (without a copy of a large log's steps)
+        return None
     step = df["step"].to_numpy()
     back = np.flatnonzero(step[1:] < step[:-1]) + 1
     if not len(back):
