@@ -234,8 +234,11 @@ WRAPPED = re.compile(r"\b(?:tensor|(?:np|numpy)\.(?:float|int|uint)(?:16|32|64|1
                      r"(?:,[^()]*)?\)")
 
 
+WRAPPER_MARKS = ("tensor(", "np.", "numpy.", "Array(")  # a line without one has nothing to unwrap
+
+
 def unwrapped(line: str) -> str:
     """``line`` with each number printed inside its type's repr (see WRAPPED) as the bare number."""
-    if "(" in line and ("tensor(" in line or "np." in line or "numpy." in line or "Array(" in line):
+    if "(" in line and any(m in line for m in WRAPPER_MARKS):
         return WRAPPED.sub(r"\1", line)
     return line

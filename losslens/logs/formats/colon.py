@@ -33,6 +33,7 @@ from losslens.logs.names import (
     ALIASES,
     NONFINITE,
     NUMBER,
+    WRAPPER_MARKS,
     canonical,
     is_eval,
     is_training_metric,
@@ -359,9 +360,10 @@ def _is_colon_record(line: str) -> bool:
 
 
 # lines the per-line parser reads by a head of their own, or as part of a record over several
-# lines (an indented line), or after cleaning them: never single-line records in a template
+# lines (an indented line), or after cleaning them (colours, backspaces, numbers inside their
+# type's repr): never single-line records in a template
 NOT_SIMPLE = ("[Eval", "Averaged stats:", "|Loss: ", "(train)", "(val)", "(test)", "Epoch [", "Test:",
-              "Eval: ", "poch: [", "Train: ", "\x1b", "\x08", "\r")
+              "Eval: ", "poch: [", "Train: ", "\x1b", "\x08", "\r", *WRAPPER_MARKS)
 DIGITS = re.compile(r"\d+")  # (line_columns.colon_rows groups lines by what is left)
 _META = frozenset("\\.+*?()|[]{}^$#&-~")
 

@@ -53,7 +53,9 @@ class _TableParser(RegexLineParser):
         self.last_step: int | None = None
 
     def feed(self, lineno: int, line: str) -> str | None:
-        cells = _cells(line)
+        return self.feed_cells(lineno, line, _cells(line))
+
+    def feed_cells(self, lineno: int, line: str, cells: list[str]) -> str | None:
         if _header(cells):
             names = [_name(c) for c in cells]
             if cells[0].lower() in EVAL_FIRST:
@@ -63,7 +65,7 @@ class _TableParser(RegexLineParser):
             return None
         if cells and self.train is not None and len(cells) == len(self.train) and \
                 (pos := POSITION.match(cells[0])) is not None:
-            return self._train_row(lineno, self.train, cells, pos)
+            return self._train_row(lineno, line, self.train, cells, pos)
         if cells and self.eval is not None and len(cells) == len(self.eval) and NAME.match(cells[0]):
             if cells[0].lower() != "all":
                 return "a single class's result"
@@ -77,10 +79,11 @@ class _TableParser(RegexLineParser):
             return None
         return self.classify_noise(line)
 
-    def _train_row(self, lineno: int, header: list[str], cells: list[str], pos: re.Match[str]) -> str | None:
+    def _train_row(self, lineno: int, line: str, header: list[str], cells: list[str],
+                   pos: re.Match[str]) -> str | None:
         metrics = self._numbers(header[1:], cells[1:])
         if metrics is None:
-            return self.classify_noise(" ".join(cells))
+            return self.classify_noise(line)
         values = {canonical(k): v for k, v in metrics.items()}
         for k in metrics:
             self.sink.names.setdefault(canonical(k), k)
@@ -113,9 +116,11 @@ class Table(Format):
     example = "      1/100      2.61G      1.183      2.437      1.253        187        640: 100%|##| 8/8"
 
     def sniff(self, lines: list[str]) -> int:
-        parser = _TableParser(Sink())
-        return sum(1 for i, line in enumerate(lines, 1)
-                   if parser.feed(i, line) is None and not _header(_cells(line)))
+        parser, rows = _TableParser(Sink()), 0
+        for i, line in enumerate(lines, 1):
+            cells = _cells(line)
+            rows += parser.feed_cells(i, line, cells) is None and not _header(cells)
+        return rows
 
     def parser(self, sink: Sink) -> LineParser:
         return _TableParser(sink)

@@ -93,3 +93,18 @@ def test_a_number_printed_inside_its_type_is_read(tmp_path: Path, monkeypatch, f
     found = [f for f in analyze(log).findings if f.kind == "nonfinite" and f.metric == "loss"]
     assert len(found) == 1 and found[0].start_step == 400 and str(found[0].severity) == "error"
     assert_same_as_per_line(path, fmt)
+
+
+def test_a_wrapped_loss_beside_a_plain_metric_column_wise(tmp_path: Path, monkeypatch) -> None:
+    """'Step 5 | acc: 0.5 | loss: tensor(1.995, device='cuda:0')': the colon reader's column-wise
+    pass made a template of the line from its plain 'acc' and dropped every loss but the first;
+    such lines are read by the parser, which unwraps them."""
+    from tests.naive import assert_same_as_per_line
+
+    monkeypatch.setattr("losslens.logs.base.SMALL_BYTES", 0)
+    path = tmp_path / "run.log"
+    path.write_text("".join(f"Step {s} | acc: 0.5 | loss: tensor({2 - s / 1000:.4f}, device='cuda:0') | "
+                            "lr: 1e-4\n" for s in range(1, 500)))
+    log = read_log(path)
+    assert log.format == "colon" and log.train["loss"].null_count() == 0 and log.train["loss"][-1] == 1.501
+    assert_same_as_per_line(path, "colon")
