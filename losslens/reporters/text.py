@@ -137,19 +137,19 @@ def loss_sparkline(report: Report, log: LogData, columns: int = 80) -> Renderabl
     if len(finite) < 2:
         return None
     label = f"  {float(finite.min()):.4g}–{float(finite.max()):.4g}"
-    width = max(10, min(160, columns - len("loss ") - len(label)))
-    from losslens.reporters.chart import minmax_downsample
-
     steps = log.train["step"].to_numpy().astype(float)
     loss = log.train["loss"].cast(float).to_numpy()
-    x, y = minmax_downsample(steps, loss, width // 4)
+    ok = np.isfinite(loss) & np.isfinite(steps)
+    x, y = steps[ok], loss[ok]
     if len(x) < 2:
         return None
+    # a column per step at most: more columns than steps would leave holes between them (runs
+    # restarted at step 1 share their steps)
+    width = max(2, min(160, columns - len("loss ") - len(label), len(np.unique(x))))
     lo, hi = float(x.min()), float(x.max())
     cols = np.minimum(((x - lo) / ((hi - lo) or 1) * (width - 1)).astype(int), width - 1)
-    top = np.full(width, np.nan)
-    for c, v in zip(cols, y, strict=True):
-        top[c] = v if np.isnan(top[c]) else max(top[c], v)
+    top = np.full(width, -np.inf)
+    np.maximum.at(top, cols, y)  # the highest value in each column: a spike survives
     filled = np.isfinite(top)
     vmin, vmax = float(finite.min()), float(finite.max())  # the label's range is the bars' scale
     line = "".join(bar(v, vmin, vmax) if ok else " " for v, ok in zip(top, filled, strict=True))

@@ -9,8 +9,10 @@ import numpy as np
 
 from losslens import read_log
 from losslens.analysis import analyze
+from losslens.logs import from_arrays
 from losslens.reporters import html, markdown
 from losslens.reporters.chart import minmax_downsample
+from losslens.reporters.text import loss_sparkline
 from tests.conftest import FIXTURES
 
 SEED = FIXTURES / "seed004_dflash.log"
@@ -22,6 +24,21 @@ def test_minmax_downsampling_keeps_spikes() -> None:
     y[54_321] = 50.0
     xs, ys = minmax_downsample(x, y, 500)
     assert len(xs) <= 4 * 500 and ys.max() == 50.0 and 54_321.0 in xs
+
+
+def test_the_sparkline_has_no_holes_between_evenly_logged_records() -> None:
+    """300 records every 10 steps filled a 60-column line every other column (two points per
+    quarter-width bucket); each column is now the highest loss of the records under it."""
+    steps = np.arange(300) * 10
+    loss = 3.0 * np.exp(-steps / 1000) + 0.5
+    loss[150] = 9.0
+    log = from_arrays(steps, loss=loss)
+    line = loss_sparkline(analyze(log), log, 80).renderables[0].plain
+    bars = line.removeprefix("loss ").split("  ")[0]
+    assert len(bars) == 80 - len("loss ") - len("  0.5199–9") and " " not in bars
+    assert bars.count("█") == 1 and bars[0] == "▃"
+    short = from_arrays(np.arange(12), loss=np.linspace(2, 1, 12))
+    assert loss_sparkline(analyze(short), short, 80).renderables[0].plain == "loss █▇▆▆▅▄▄▃▂▂▁▁  1–2"
 
 
 def test_html_is_self_contained_with_shaded_findings() -> None:
