@@ -6,6 +6,7 @@ from losslens.errors import UsageError
 from losslens.logs.base import Format
 from losslens.logs.formats.colon import Colon
 from losslens.logs.formats.csvlog import Csv
+from losslens.logs.formats.cyclegan import CycleGan
 from losslens.logs.formats.fairseq import Fairseq
 from losslens.logs.formats.huggingface import HFStdout, TrainerState
 from losslens.logs.formats.jsonl import JsonLines, JsonRecords
@@ -33,6 +34,7 @@ FORMATS: tuple[Format, ...] = (
     Lightning(),
     Olmo(),
     Table(),
+    CycleGan(),
     MlflowMetric(),
     KeyValue(),
     Colon(),

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 
 from losslens import read_log
@@ -502,6 +503,69 @@ def test_an_aligned_table_ultralytics_yolo(tmp_path: Path) -> None:
     nan.write_text("\n".join(_ultralytics_lines(60, nan_from=45)) + "\n")
     (f,) = [f for f in analyze(read_log(nan)).findings if f.kind == "nonfinite"]
     assert (f.metric, f.start_step, f.severity) == ("box_loss", 45, Severity.ERROR)
+
+
+def _visualizer_lines(epochs: int, per_epoch: int, data: bool = True, nan_at: tuple[int, int] | None = None,
+                      drop_zero: bool = False) -> list[str]:
+    """The loss log of pytorch-CycleGAN-and-pix2pix / CUT (with 'data:') or pix2pixHD / SPADE
+    (without): options, a header, then '(epoch: E, iters: I, time: T[, data: D]) name: value ' lines
+    whose iters count images within the epoch (every 20 of 77, so an epoch's first print is at
+    3, 6, ... as the run's total passes a multiple of 20), LR updates and epoch ends between."""
+    rng = np.random.default_rng(7)
+    out = ["----------------- Options ---------------", "               batch_size: 1",
+           "                 gan_mode: lsgan", "----------------- End -------------------",
+           "================ Training Loss (Sun Mar 10 12:00:00 2024) ================"]
+    total = 0
+    for e in range(1, epochs + 1):
+        out.append(f"learning rate {0.0002 * (1 - (e - 1) / epochs):.7f} -> {0.0002 * (1 - e / epochs):.7f}")
+        for it in range(1, per_epoch + 1):
+            total += 1
+            if total % 20:
+                continue
+            g = 2.0 * 0.97 ** e + rng.uniform(0, 0.3)
+            losses = {"D_A": rng.uniform(0.1, 0.4), "G_A": g, "cycle_A": 1.5 * 0.98 ** e,
+                      "idt_A": 0.0 if drop_zero else 0.7 * 0.98 ** e, "D_B": rng.uniform(0.1, 0.4), "G_B": g}
+            if nan_at == (e, it):
+                losses["cycle_A"] = float("nan")
+            shown = " ".join(f"{k}: {v:.3f}" for k, v in losses.items() if not (drop_zero and v == 0))
+            timing = f"time: {rng.uniform(0.1, 0.2):.3f}"
+            timing += f", data: {rng.uniform(0, 0.01):.3f}" if data else ""
+            out.append(f"(epoch: {e}, iters: {it}, {timing}) {shown} ")
+        out.append(f"saving the model at the end of epoch {e}, iters {total}")
+        out.append(f"End of epoch {e} / {epochs} \t Time Taken: 75 sec")
+    return out
+
+
+@pytest.mark.parametrize("data", [True, False])
+def test_the_image_translation_loss_log(tmp_path: Path, data: bool) -> None:
+    """pytorch-CycleGAN-and-pix2pix's loss_log.txt (and CUT's, pix2pixHD's, SPADE's: one visualizer)
+    was 'no known log format', a NaN in it unseen. Each name is a loss, watched for a NaN; none is
+    'the' loss until --metric names one; the iters count within each epoch."""
+    path = tmp_path / "loss_log.txt"
+    path.write_text("\n".join(_visualizer_lines(40, 77, data)) + "\n")
+    log = read_log(path)
+    assert log.format == "cyclegan" and log.train.height == 40 * 77 // 20 and len(log.segments) == 1
+    assert log.names["cycle_a_loss"] == "cycle_A" and log.names["g_a_loss"] == "G_A"
+    assert log.train["step"].is_sorted() and log.train["lr"][0] == 0.0002 * (1 - 1 / 40)
+    assert ("data_time" in log.train.columns) == data and log.train["step_time_s"].max() <= 0.2
+    assert dict(log.lines.skipped) == {"unrecognised line": 4, "checkpoint message": 40,
+                                       "end-of-epoch summary": 40}
+    assert [f.kind for f in analyze(log).findings] == ["no_loss_metric"]
+    assert alarms(analyze(log, metrics=("G_A",))) == []
+    nan = tmp_path / "nan.txt"
+    nan.write_text("\n".join(_visualizer_lines(40, 77, data, nan_at=(31, 50))) + "\n")
+    (f,) = of(analyze(read_log(nan), metrics=("G_A",)), "nonfinite")
+    assert (f.metric, f.severity) == ("cycle_a_loss", Severity.ERROR)
+    assert read_log(nan).train.filter(pl.col("cycle_a_loss").is_nan())["line"].to_list() == [f.line]
+
+
+def test_the_image_translation_loss_log_without_zero_losses(tmp_path: Path) -> None:
+    """pix2pixHD leaves a loss that is 0 out of its line: the columns differ from line to line."""
+    path = tmp_path / "loss_log.txt"
+    path.write_text("\n".join(_visualizer_lines(10, 77, data=False, drop_zero=True)) + "\n")
+    log = read_log(path)
+    assert log.format == "cyclegan" and "idt_a_loss" not in log.train.columns
+    assert log.train.height == 10 * 77 // 20
 
 
 def test_hf_dicts_with_their_own_step_keep_it_across_a_restart(tmp_path: Path) -> None:
