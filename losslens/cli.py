@@ -32,8 +32,8 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 # choices shown by --help; the names are kept here so that --help loads no reader (a test checks
 # them against the registries)
 FORMAT_NAMES = ("auto", "trainer-state", "json-records", "jsonl", "csv", "hf", "megatron", "fairseq",
-                "nanogpt", "modded-nanogpt", "torchtitan", "lightning", "olmo", "table", "cyclegan", "mlflow",
-                "kv", "colon", "tensorboard")
+                "nanogpt", "modded-nanogpt", "torchtitan", "lightning", "olmo", "table", "cyclegan", "sb3",
+                "mlflow", "kv", "colon", "tensorboard")
 STRATEGY_NAMES = ("static-sorted", "random", "bucketed-shuffle", "stride-interleave", "hf-group-by-length",
                   "hf-random", "torch-distributed", "fairseq", "lhotse")
 

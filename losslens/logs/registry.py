@@ -16,6 +16,7 @@ from losslens.logs.formats.megatron import Megatron
 from losslens.logs.formats.mlflow import MlflowMetric
 from losslens.logs.formats.nanogpt import ModdedNanoGPT, NanoGPT
 from losslens.logs.formats.olmo import Olmo
+from losslens.logs.formats.sb3 import StableBaselines
 from losslens.logs.formats.table import Table
 from losslens.logs.formats.tensorboard import TensorBoard
 from losslens.logs.formats.torchtitan import TorchTitan
@@ -35,6 +36,7 @@ FORMATS: tuple[Format, ...] = (
     Olmo(),
     Table(),
     CycleGan(),
+    StableBaselines(),
     MlflowMetric(),
     KeyValue(),
     Colon(),

@@ -568,6 +568,60 @@ def test_the_image_translation_loss_log_without_zero_losses(tmp_path: Path) -> N
     assert log.train.height == 10 * 77 // 20
 
 
+def _sb3_lines(dumps: int, losses: tuple[str, ...], nan_at: int | None = None,
+               tags: bool = True) -> list[str]:
+    """Stable-Baselines3's console: a table per dump between dashed lines, keys sorted under their
+    tags ('| train/ |  |', keys indented by three), floats as '%-8.3g'; without tags, OpenAI
+    baselines' (its keys bare, 'total_timesteps' among them)."""
+    rng = np.random.default_rng(9)
+    out = ["Using cuda device", "Wrapping the env with a `Monitor` wrapper"]
+    for it in range(1, dumps + 1):
+        rows = {"rollout/ep_len_mean": f"{200 + it}", "rollout/ep_rew_mean": f"{-1200 + it * 10:<8.3g}",
+                "time/fps": "1234", "time/iterations": str(it), "time/total_timesteps": str(it * 2048)}
+        if it > 1:  # (the first dump comes before any update)
+            for k, name in enumerate(losses):
+                v = float("nan") if it == nan_at and k == len(losses) - 1 else \
+                    (k + 1) * (20 * 0.97 ** it + rng.uniform(0, 1))
+                rows[f"train/{name}"] = f"{v:<8.3g}"
+            rows["train/n_updates"] = str((it - 1) * 10)
+        if not tags:
+            rows = {k.split("/")[1]: v for k, v in rows.items()}
+        key_w = max(len(k.split("/")[-1]) + 3 for k in rows) if tags else max(map(len, rows))
+        val_w = max(len(v) for v in rows.values())
+        out.append("-" * (key_w + val_w + 7))
+        tag = ""
+        for key, value in sorted(rows.items()):
+            if tags and key.split("/")[0] + "/" != tag:
+                tag = key.split("/")[0] + "/"
+                out.append(f"| {tag:<{key_w}} | {'':<{val_w}} |")
+            shown = f"   {key.split('/')[1]}" if tags else key
+            out.append(f"| {shown:<{key_w}} | {value:<{val_w}} |")
+        out.append("-" * (key_w + val_w + 7))
+    return out
+
+
+@pytest.mark.parametrize("tags", [True, False])
+def test_stable_baselines_console_tables(tmp_path: Path, tags: bool) -> None:
+    """SB3's (and OpenAI baselines') console tables were 'no known log format', a NaN loss unseen.
+    A dump is a record at its total timesteps; PPO's 'train/loss' is the loss; SAC's actor and
+    critic losses are both watched for a NaN, none is 'the' loss until --metric names one."""
+    path = tmp_path / "ppo.log"
+    path.write_text("\n".join(_sb3_lines(80, ("loss", "value_loss"), tags=tags)) + "\n")
+    log = read_log(path)
+    assert (log.format, log.train.height) == ("sb3", 79)  # (the first dump has no loss)
+    assert log.train["step"].to_list() == [2048 * k for k in range(2, 81)]
+    assert dict(log.lines.skipped) == {"unrecognised line": 2}
+    assert log.names["loss"] == ("train/loss" if tags else "loss") and "loss" in log.train.columns
+    assert alarms(analyze(log)) == []
+    sac = tmp_path / "sac.log"
+    sac.write_text("\n".join(_sb3_lines(80, ("actor_loss", "critic_loss"), nan_at=61, tags=tags)) + "\n")
+    report = analyze(read_log(sac))
+    (f,) = of(report, "nonfinite")
+    assert (f.metric, f.start_step, f.severity) == ("critic_loss" if not tags else "train_critic_loss",
+                                                    61 * 2048, Severity.ERROR)
+    assert of(report, "no_loss_metric")
+
+
 def test_hf_dicts_with_their_own_step_keep_it_across_a_restart(tmp_path: Path) -> None:
     # a run resumed from the checkpoint 30 steps back prints those steps again
     steps = [*range(1, 300), *range(270, 400)]
