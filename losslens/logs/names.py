@@ -115,6 +115,17 @@ def is_training_metric(name: str) -> bool:
             or name == "grad_norm" or _part_loss(name))
 
 
+# last words of a setting's name: a config printed as 'eval_steps: 500' is no evaluation
+_SETTING_WORDS = frozenset({"steps", "strategy", "delay", "size", "freq", "frequency", "interval", "every",
+                            "batches"})
+
+
+def is_setting(name: str) -> bool:
+    """A name that configures how often or how much ('eval_steps', 'eval_accumulation_steps',
+    'eval_batch_size'), not a measurement ('eval_steps_per_second' is one)."""
+    return _TOKEN_CUT.split(name)[-1] in _SETTING_WORDS
+
+
 def loss_like(column: str) -> bool:
     """A canonical column that measures a loss ('loss', 'train/box_loss', 'reduced_train_loss',
     'loss_unchosen'), not a setting that names one ('loss_scale')."""

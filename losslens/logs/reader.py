@@ -157,10 +157,16 @@ def _read(src: Source, format: str | None) -> LogData:
         cut = len(head_lines) > 1 and not src.head.endswith(b"\n")
         whole = head_lines[:-1] if cut else head_lines
         sample, limit = whole, SNIFF_LINES  # the lines the format is known from
-        fmt, samples = _sniffed(sample, limit)
-        if fmt is None:  # a long preamble: look at the whole head, then further once
-            limit = len(whole)
-            fmt, samples = _sniffed(sample, limit)
+        samples = _samples(sample, limit)
+        fmt, scores = _sniff(*samples)
+        if fmt is None or (4 * scores[fmt.name] < len(samples[0]) and len(whole) > limit):
+            # a long preamble: look at the whole head (then further once, below). A format that
+            # read few of the first lines (a config's 'eval_steps: 500' before the Trainer's dicts)
+            # yields to one that reads more of the whole head
+            wide = _samples(sample, len(whole))
+            better, wide_scores = _sniff(*wide)
+            if fmt is None or (better is not None and wide_scores[better.name] > wide_scores[fmt.name]):
+                fmt, samples, limit = better, wide, len(whole)
         if fmt is None and src.extend_head(SNIFF_DEEP_BYTES):
             # some logs open with thousands of lines of start-up noise: look further once
             deep = decode_lines(src.head)

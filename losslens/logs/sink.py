@@ -18,6 +18,7 @@ from losslens.logs.names import (
     STEP_KEYS,
     canonical,
     is_eval,
+    is_setting,
     is_training_metric,
     parse_value,
     unreserved,
@@ -167,7 +168,7 @@ class Sink:
         if any(is_training_metric(k) for k in train):
             self.train.append({"step": step, "line": line, "time": time, **train})
             emitted = True
-        if any(k != "epoch" for k in evals):
+        if any(k != "epoch" and not is_setting(k) for k in evals):
             self.eval.append({"step": step, "line": line, "time": time, **evals})
             emitted = True
         return emitted

@@ -14,6 +14,7 @@ from losslens.errors import FormatError
 from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser, whole
 from losslens.logs.formats.jsonl import account_document, array_items
 from losslens.logs.mappings import emit_mapping, load_json
+from losslens.logs.names import canonical, is_training_metric
 from losslens.logs.sink import Accounting, Sink
 
 # --- trainer_state.json ----------------------------------------------------------------------
@@ -82,6 +83,17 @@ def _history_before(text: str) -> list[Any]:
 
 # --- Hugging Face Trainer stdout -------------------------------------------------------------
 PYDICT = re.compile(r"\{'[^{}]*\}")
+# a key whose value is a number: plain, quoted (ms-swift), non-finite, or in a tensor(...) repr
+NUMERIC_KEY = re.compile(
+    r"'([^'\n]{1,80})':\s*'?(?:[-+]?(?:\d|\.\d|nan\b|inf)|tensor\(|np\.float\d*\(|Array\()", re.IGNORECASE)
+
+
+def _metric_dict(line: str) -> bool:
+    """A line holding a printed dict with a metric's number in it ({'loss': 2.06, ...}), not a
+    config's ({'loss_type': 'ls', 'batch_size': 128}, which a trainer may print beside its own
+    'Epoch 1/30, Train Loss: 1.5060')."""
+    return "{'" in line and any(is_training_metric(canonical(k))
+                                for m in PYDICT.finditer(line) for k in NUMERIC_KEY.findall(m.group(0)))
 
 
 # Python prints a non-finite float bare ('grad_norm': nan, 'loss': inf): not a literal, so such a
@@ -215,7 +227,7 @@ class HFStdout(Format):
                "'mean_token_accuracy': 0.5715, 'epoch': 0.03}")
 
     def sniff(self, lines: list[str]) -> int:
-        return sum(1 for x in lines if "{'" in x and PYDICT.search(x))
+        return sum(1 for x in lines if _metric_dict(x))
 
     def parser(self, sink: Sink) -> LineParser:
         return _HFParser(sink)

@@ -568,6 +568,54 @@ def test_the_image_translation_loss_log_without_zero_losses(tmp_path: Path) -> N
     assert log.train.height == 10 * 77 // 20
 
 
+def test_a_config_dict_beside_the_metrics_is_not_the_hf_format(tmp_path: Path) -> None:
+    """A hyperparameter search prints its config dict on each epoch's line ('Config: {'loss_type':
+    'ls', ...}, Epoch 1/30, Train Loss: 1.5060, Test Acc: 57.66%'): sniffed as the Trainer's dicts it
+    read 0 records (exit 2). A dict counts only with a metric's number in it."""
+    config = ("{'filter_config': 'wide', 'activation': 'relu', 'batch_size': 128, 'num_epochs': 30, "
+              "'learning_rate': 0.001, 'loss_type': 'ls', 'focal_alpha': 1, 'ls_smoothing': 0}")
+    rows = [f"2025-06-02 14:{k % 60:02d}:20,402 - INFO - Config: {config}, Epoch {e}/30, "
+            f"Train Loss: {1.5 * 0.95 ** e:.4f}, Test Acc: {57 + e * 0.4:.2f}%"
+            for k, e in enumerate([e for _ in range(3) for e in range(1, 31)])]
+    path = tmp_path / "hyperparameter_search.log"
+    path.write_text("\n".join(rows) + "\n")
+    log = read_log(path)
+    assert log.format == "colon" and log.train.height == 90 and len(log.segments) == 3
+    assert log.train["loss"][0] == round(1.5 * 0.95, 4)
+
+
+def _preamble_then_dicts(tmp_path: Path, loss: np.ndarray, name: str = "train_log.txt") -> Path:
+    """A public log's shape (AdamHermes/MKGL-master train_log.txt): TensorFlow's start-up noise, a
+    YAML config with 'eval_steps: 500', the TrainingArguments repr and a printed model, 430 lines in
+    all, then the Trainer's dicts."""
+    head = ["2025-12-05 09:28:58.964661: I tensorflow/core/util/port.cc:153] oneDNN custom ops on.",
+            "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+            "trainer:", "  eval_steps: 500", "  eval_accumulation_steps: 4", "  logging_steps: 10",
+            "  per_device_eval_batch_size: 8", "  num_train_epochs: 5"]
+    head += [f"      (layers.{i}): LlamaDecoderLayer(" for i in range(420)]
+    lr = np.concatenate([np.linspace(1e-3, 5e-3, 5), np.linspace(5e-3, 1e-5, len(loss) - 5)])
+    rows = [f"{{'loss': {x:.4f}, 'grad_norm': 0.07, 'learning_rate': {r:.6g}, 'epoch': {0.04 * (i + 1):.2f}}}"
+            for i, (x, r) in enumerate(zip(loss, lr, strict=True))]
+    path = tmp_path / name
+    path.write_text("\n".join(head + rows) + "\n")
+    return path
+
+
+def test_a_format_that_reads_few_first_lines_yields_to_the_one_below_a_long_preamble(tmp_path: Path) -> None:
+    """The first 400 lines held only a config ('eval_steps: 500' read as 'evaluation' records): the
+    log was taken for a colon log with no loss (exit 2), its 133 Trainer dicts never read, a NaN
+    among them unseen. A format that reads few of the first lines yields to one that reads more of
+    the whole head; a setting ('eval_steps') makes no evaluation record."""
+    rng = np.random.default_rng(3)
+    falling = 0.69 * np.exp(-np.arange(133) / 60) + 0.2 + rng.normal(0, 0.01, 133)
+    log = read_log(_preamble_then_dicts(tmp_path, falling))
+    assert (log.format, log.train.height, log.eval.height) == ("hf", 133, 0)
+    nan = falling.copy()
+    nan[100:] = np.nan
+    (f,) = of(analyze(read_log(_preamble_then_dicts(tmp_path, nan, "nan.txt"))), "nonfinite")
+    assert (f.start_step, f.severity) == (101, Severity.ERROR)  # (the 101st record: no bar, no step)
+
+
 def _sb3_lines(dumps: int, losses: tuple[str, ...], nan_at: int | None = None,
                tags: bool = True) -> list[str]:
     """Stable-Baselines3's console: a table per dump between dashed lines, keys sorted under their
