@@ -178,19 +178,21 @@ def _fill_steps(df: pl.DataFrame, notes: list[str], what: str) -> pl.DataFrame:
 
 def _epoch_local(df: pl.DataFrame, notes: list[str]) -> tuple[pl.DataFrame, pl.DataFrame] | None:
     """Steps counted within each epoch ('Epoch [2/5], Step [100/600]', 'Epoch: [ 1/200] Iter [
-    10/1487]'), made to count across the run: (the frame, each record's line and what was added
-    to its step), or None when they already do. They do not when the step starts again each time
-    the epoch goes up: then a record's step is (epoch - E) × L + step, L the largest step printed,
-    E 0 when the epochs count from 0, else 1. A step that goes back with no new epoch is a
-    restart, as always. The steps are left as they are when some new epoch does not start them
-    again (they count the run), or one starts further on than twice the usual gap between
-    records (a resume, not an epoch's first record)."""
+    10/1487]', 'epoch:7 iter:0/18' printed once an epoch), made to count across the run: (the
+    frame, each record's line and what was added to its step), or None when they already do. They
+    do not when the step does not go on (it starts again, or stays) each time the epoch goes up:
+    then a record's step is (epoch - E) × L + step, L the number of steps an epoch holds as far as
+    the log shows (the largest step printed, one more when they count from 0), E 0 when the epochs
+    count from 0, else 1. A step that goes back with no new epoch is a restart, as always. The
+    steps are left as they are when some new epoch does not start them again (they count the run),
+    or one starts further on than twice the usual gap between records (a resume, not an epoch's
+    first record)."""
     if "epoch" not in df.columns or df.height < 3 or df["epoch"].null_count() or df["step"].null_count():
         return None
-    if df["step"].is_sorted():  # (without a copy of a large log's steps)
-        return None
+    if df["step"].is_sorted() and not df.select((pl.col("step").diff() == 0).any()).item():
+        return None  # they go on at every record (checked without a copy of a large log's steps)
     step = df["step"].to_numpy()
-    back = np.flatnonzero(step[1:] < step[:-1]) + 1
+    back = np.flatnonzero(step[1:] <= step[:-1]) + 1
     if not len(back):
         return None
     epoch = df["epoch"].to_numpy().astype(np.float64)
@@ -203,7 +205,8 @@ def _epoch_local(df: pl.DataFrame, notes: list[str]) -> tuple[pl.DataFrame, pl.D
     gap = float(np.median(gaps[gaps > 0])) if (gaps > 0).any() else 1.0
     if (step[back[up]] > 2 * gap + 1).any():
         return None  # a step that starts again further on than a record's gap: a resume
-    length = int(step.max())
+    from_zero = int(step.min()) == 0
+    length = int(step.max()) + from_zero
     # not the first epoch seen: `watch`'s windows then number a 1-based log's steps as the whole
     # log does
     first = float(min(epoch.min(), 1.0))
@@ -212,7 +215,8 @@ def _epoch_local(df: pl.DataFrame, notes: list[str]) -> tuple[pl.DataFrame, pl.D
         return None
     notes.append(f"steps count within each epoch (they start again as the epoch goes up, "
                  f"{int(up.sum())} time(s)): a record's step is (epoch - {first:g}) × {length:,} + "
-                 f"its step, {length:,} being the largest step printed")
+                 f"its step, {length:,} being the largest step printed"
+                 + (" plus one (they count from 0)" if from_zero else ""))
     added = pl.Series("added", offset)
     return (df.with_columns((pl.col("step") + added).alias("step")),
             pl.DataFrame([df["line"], added]))

@@ -616,6 +616,25 @@ def test_a_format_that_reads_few_first_lines_yields_to_the_one_below_a_long_prea
     assert (f.start_step, f.severity) == (101, Severity.ERROR)  # (the 101st record: no bar, no step)
 
 
+def test_a_step_printed_at_the_same_iteration_of_every_epoch(tmp_path: Path) -> None:
+    """'[train] epoch:7 iter:0/18 0.00% lr:0.000258 loss:0.541594' once an epoch (a public log:
+    Alex8211101/UNetpp4HSI): every record sat at step 0, so 164 losses were one point and only the
+    NaN check ran. The step now counts the epochs."""
+    rng = np.random.default_rng(2)
+    lines = ["Total Epoch:300 Image_size:(256, 256) Training num:288  Validation num:72"]
+    for e in range(164):
+        lines.append(f"[train] epoch:{e} iter:0/18 0.00% lr:0.001000 "
+                     f"loss:{0.4 + 0.9 * np.exp(-e / 5) + rng.normal(0, 0.02):.6f} ETA:0.0min")
+        lines.append(f"[val] epoch:{e} miou:0.{50 + e % 30}")
+    path = tmp_path / "train_log.txt"
+    path.write_text("\n".join(lines) + "\n")
+    log = read_log(path)
+    assert log.train["step"].to_list() == list(range(164)) and len(log.segments) == 1
+    assert any("plus one (they count from 0)" in n for n in log.notes)
+    skipped = {f.detector for f in analyze(log).skipped if f.metric == "loss"}
+    assert "spike" not in skipped and "plateau" not in skipped
+
+
 def _sb3_lines(dumps: int, losses: tuple[str, ...], nan_at: int | None = None,
                tags: bool = True) -> list[str]:
     """Stable-Baselines3's console: a table per dump between dashed lines, keys sorted under their
