@@ -79,12 +79,15 @@ def _csv_header(lines: list[str]) -> str | None:
     if len(lines) < 2:
         return None
     for d in (",", "\t"):
-        head = lines[0].split(d)
+        # a delimiter after every cell, the header's too ('total loss<TAB>score loss<TAB>', as a
+        # loop printing each value with end='\t' writes): no empty last column
+        trailing = lines[0].endswith(d)
+        head = lines[0].removesuffix(d).split(d)
         if len(head) < 2 or not all(HEADER_CELL.match(h) for h in head) or _numeric_share(head):
             continue  # (a line a comma cuts into numbers is no header: '[50, 50, 46]')
         if not any(t in h.lower() for h in head for t in ("loss", "step", "epoch", "acc")):
             continue
-        rows = [x.split(d) for x in lines[1:20]]
+        rows = [(x.removesuffix(d) if trailing else x).split(d) for x in lines[1:20]]
         fit = sum(1 for r in rows if len(r) == len(head) and _numeric_share(r) >= 0.5)
         if 5 * fit >= 4 * len(rows):  # (a damaged row or two among them is the reader's to skip)
             return d

@@ -635,6 +635,26 @@ def test_a_step_printed_at_the_same_iteration_of_every_epoch(tmp_path: Path) -> 
     assert "spike" not in skipped and "plateau" not in skipped
 
 
+@pytest.mark.parametrize("rows", [600, 20_000])  # line by line, and column-wise (a file past 256 KiB)
+def test_a_table_with_a_delimiter_after_every_cell(tmp_path: Path, rows: int) -> None:
+    """'total loss<TAB>score loss<TAB>...<TAB>' then a row of numbers per step, each cell followed by
+    a tab (a public log: BADBADBADBOY/pgnet.pytorch train_log.txt) was 'no known log format': the
+    header's empty last cell was no column name."""
+    rng = np.random.default_rng(0)
+    lines = ["total loss\tscore loss\tborder loss\tctc loss\t"]
+    for i in range(rows):
+        ctc = "nan" if i == rows - 100 else f"{6 + rng.normal(0, 0.3):.6f}"
+        lines.append(f"{40 * np.exp(-i / (rows / 4)) + 10 + rng.normal(0, 1):.6f}\t"
+                     f"{0.2 + rng.normal(0, 0.01):.6f}\t{0.14 + rng.normal(0, 0.01):.6f}\t{ctc}\t")
+    path = tmp_path / "train_log.txt"
+    path.write_text("\n".join(lines) + "\n")
+    log = read_log(path)
+    assert (log.format, log.train.height) == ("csv", rows)
+    assert log.train.columns[-4:] == ["loss", "score_loss", "border_loss", "ctc_loss"]
+    (f,) = of(analyze(log), "nonfinite")
+    assert (f.metric, f.start_step, f.severity) == ("ctc_loss", rows - 99, Severity.ERROR)
+
+
 def _sb3_lines(dumps: int, losses: tuple[str, ...], nan_at: int | None = None,
                tags: bool = True) -> list[str]:
     """Stable-Baselines3's console: a table per dump between dashed lines, keys sorted under their
