@@ -31,6 +31,8 @@ PREFIXES = (
     # Python logging's level (and logger name): 'INFO:root:', 'INFO - ', '[INFO] ', '__main__ - INFO - '
     re.compile(r"^(?:[\w.]+\s+-\s+)?\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]?"
                r"(?::[\w.<>]*:|\s+-\s+|\s*\|\s*|\s+)"),
+    # loguru's default after its time and level: 'yolox.core.trainer:after_iter:246 - '
+    re.compile(r"^[\w.<>]+:[\w<>]+:\d+ - "),
 )
 
 

@@ -35,6 +35,7 @@ PREFIXES = {
     "bracketed time": lambda i: f"[2024-05-01 10:00:{i % 60:02d}] ",
     "pasted quote": lambda i: "> ",
     "srun --label": lambda i: "0: ",
+    "loguru": lambda i: f"2024-05-01 10:00:{i % 60:02d}.123 | INFO     | yolox.core.trainer:after_iter:24 - ",
 }
 
 
@@ -50,7 +51,7 @@ def test_prefixed_logs_read_as_the_plain_log(tmp_path: Path, capture: str, body:
     nan = [f for f in analyze(log).findings if f.kind == "nonfinite"]
     assert [f.start_step for f in nan] == [150 if body == "nanogpt" else 35]
     micro = {"kubectl --timestamps": 123456, "docker logs -t": 123456, "python logging": 123000,
-             "python logging with name": 123000, "bracketed time": 0}
+             "python logging with name": 123000, "bracketed time": 0, "loguru": 123000}
     if capture in micro:  # the others hold no date: no time
         assert log.train["time"][1] == datetime(2024, 5, 1, 10, 0, 1, micro[capture])
 
