@@ -91,11 +91,25 @@ class Divergence(Detector):
         from the turn with time, on the number of independent records they are worth,
         m·(1 − r₁)/(1 + r₁), r₁ the lag-1 autocorrelation of the records about their smoothed
         trend ``s`` before the turn (after it, when fewer than 20 records come before). Too few
-        records (under 10) to judge: infinite (the other rules decide)."""
+        records (under 10) after the turn: with 20 or more before it, the rise of the tail's median
+        over the median of the 10 records before the turn, in units of the records' noise (from
+        their successive differences before the turn): a dip and two high records at the end of a
+        noisy log are no divergence, a loss that explodes over its last records is. With fewer
+        before it too: infinite (the other rules decide)."""
         post = v[turn:]
         m = len(post)
         if m < 10:
-            return float("inf")
+            if turn - skip < 20:
+                return float("inf")
+            pre = v[turn - 10:turn]
+            k = max(2, len(v) // 20)
+            tail = v[max(turn, len(v) - k):]
+            noise = robust_scale(np.diff(v[skip:turn])) / np.sqrt(2)
+            if noise <= 0:
+                return float("inf")
+            # a median's standard error is ~1.25 σ/√n
+            se = 1.25 * noise * np.sqrt(1 / len(pre) + 1 / len(tail))
+            return float((np.median(tail) - np.median(pre)) / se)
         resid = (v - s)[skip:turn] if turn - skip >= 20 else (v - s)[turn:]
         r1 = 0.0
         if len(resid) > 3 and np.ptp(resid) > 0:
@@ -124,6 +138,22 @@ class Divergence(Detector):
         return onset
 
 
+# the class counts whose chance level is a classic symptom: 0.6931 (a binary classifier, BCE on
+# balanced labels) and 2.3026 (MNIST, CIFAR-10). Other ln K lie too close together (ln 19, ln 20,
+# ln 21 are 1.7 % apart) for a flat loss near one to say anything: a converged LM sits at 3.0
+CHANCE_CLASSES = (2, 10)
+
+
+def chance_classes(first: float, last: float, tolerance: float) -> int | None:
+    """K when both levels lie within ``tolerance`` (relative) of ln K, the cross-entropy of a uniform
+    guess over K classes, for K in CHANCE_CLASSES; else None."""
+    for k in CHANCE_CLASSES:
+        level = float(np.log(k))
+        if abs(first - level) <= tolerance * level and abs(last - level) <= tolerance * level:
+            return k
+    return None
+
+
 @dataclass(frozen=True)
 class Plateau(Detector):
     """No learning: the loss trend improves less than min_improvement over the run while the LR is
@@ -131,6 +161,9 @@ class Plateau(Detector):
     A loss that stays above high_loss (an LM near its initial ln(vocabulary)) and moves by less than
     stuck_tolerance is stuck too: a slowly wandering level (a random walk in the batches) moves it
     by a few percent without any learning, while real runs at such losses fall by 15 % and more.
+
+    A loss that starts and ends at ln 2 or ln 10 (within chance_tolerance, relative) is a uniform
+    guess over 2 or 10 classes: stuck too, whatever the LR schedule did.
 
     min_points: records needed. min_improvement, stuck_tolerance: relative change of the median
     of the last tenth against the first."""
@@ -144,6 +177,7 @@ class Plateau(Detector):
     high_loss: float = 4.0
     lr_floor: float = 0.1
     stuck_tolerance: float = 0.05
+    chance_tolerance: float = 0.01
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
         v, steps = series.finite()
@@ -156,20 +190,28 @@ class Plateau(Detector):
         high = first >= self.high_loss and last >= self.high_loss
         if abs(improvement) >= (self.stuck_tolerance if high else self.min_improvement):
             return []  # improving, or getting worse (divergence's business): not flat
+        classes = chance_classes(first, last, self.chance_tolerance)
         sched = lr_schedule((series.context or {}).get("lr"))
-        if sched is not None and sched["last_lr"] < self.lr_floor * sched["peak_lr"]:
+        if classes is None and sched is not None and sched["last_lr"] < self.lr_floor * sched["peak_lr"]:
             return []  # a schedule that has decayed: convergence, not a plateau
-        stuck = first >= self.high_loss
+        stuck = first >= self.high_loss or classes is not None
         summary = (f"{series.metric} does not improve over {n} records (steps {int(steps[0])}–"
                    f"{int(steps[-1])}): first-tenth median {fmt_number(first)}, last {fmt_number(last)} "
                    f"({-improvement:+.1%})")
-        summary += (": the model is not learning (stuck at its initial loss: check the LR, "
-                    "frozen parameters, labels)" if stuck else
-                    ": flat from the start (continued training of a converged model, or not learning)")
+        if classes is not None:
+            # a cross-entropy that starts and ends at ln K: the model still guesses uniformly over
+            # K classes, however its LR was scheduled (a decayed LR is no convergence there)
+            summary += (f": stuck at ln {classes} = {np.log(classes):.4f}, the loss of a uniform guess "
+                        f"over {classes} classes: the model is not learning (check the labels, the "
+                        "LR, frozen parameters, the loss's inputs)")
+        else:
+            summary += (": the model is not learning (stuck at its initial loss: check the LR, "
+                        "frozen parameters, labels)" if stuck else
+                        ": flat from the start (continued training of a converged model, or not learning)")
         if sched is not None and not sched["decays"]:
             summary += f"; the LR stays at {fmt_number(sched['last_lr'])} (it never decays)"
         evidence: dict = {"first_median": first, "last_median": last, "improvement": round(improvement, 5),
-                    "stuck_high": stuck}
+                          "stuck_high": stuck, "chance_classes": classes}
         if sched is not None:
             evidence["lr_schedule"] = sched
         return [Finding(self.name, Severity.WARNING if stuck else Severity.INFO, series.metric,

@@ -616,6 +616,25 @@ def test_a_format_that_reads_few_first_lines_yields_to_the_one_below_a_long_prea
     assert (f.start_step, f.severity) == (101, Severity.ERROR)  # (the 101st record: no bar, no step)
 
 
+def test_a_loss_stuck_at_chance_is_not_learning_even_as_the_lr_decays(tmp_path: Path) -> None:
+    """The same public log: a binary classifier's loss 0.6964 → 0.6823 over 1,330 steps, ln 2 all
+    along, under a linear decay to ~0. The decayed LR hid it ('convergence'); a loss that starts and
+    ends at ln K is a uniform guess over K classes, whatever the schedule."""
+    rng = np.random.default_rng(5)
+    for k in (2, 10):
+        stuck = np.log(k) + rng.normal(0, 0.003 * np.log(k), 133)
+        (f,) = of(analyze(read_log(_preamble_then_dicts(tmp_path, stuck, f"stuck{k}.txt"))), "plateau")
+        assert (f.severity, f.evidence["chance_classes"]) == (Severity.WARNING, k)
+        assert f"stuck at ln {k} = {np.log(k):.4f}" in f.summary
+    learning = np.log(2) * np.exp(-np.arange(133) / 80) + rng.normal(0, 0.003, 133)
+    assert of(analyze(read_log(_preamble_then_dicts(tmp_path, learning, "learning.txt"))), "plateau") == []
+    for level in (0.52, 1.386, 3.01):  # converged, the LR decayed: no finding. ln 4 = 1.386 and
+        # ln 20 = 2.996 (a real continued pretraining sits at 3.01) say nothing: ln K lie close there
+        flat = level + rng.normal(0, 0.002, 133)
+        path = _preamble_then_dicts(tmp_path, flat, f"flat{level}.txt")
+        assert of(analyze(read_log(path)), "plateau") == []
+
+
 def test_a_step_printed_at_the_same_iteration_of_every_epoch(tmp_path: Path) -> None:
     """'[train] epoch:7 iter:0/18 0.00% lr:0.000258 loss:0.541594' once an epoch (a public log:
     Alex8211101/UNetpp4HSI): every record sat at step 0, so 164 losses were one point and only the
@@ -633,6 +652,29 @@ def test_a_step_printed_at_the_same_iteration_of_every_epoch(tmp_path: Path) -> 
     assert any("plus one (they count from 0)" in n for n in log.notes)
     skipped = {f.detector for f in analyze(log).skipped if f.metric == "loss"}
     assert "spike" not in skipped and "plateau" not in skipped
+
+
+def test_a_dip_and_two_high_records_at_the_end_of_a_noisy_log_are_no_divergence() -> None:
+    """A public YOLOX log (Duke-Rodriguez-Rudolph/yolox-chepai) opens with a run stopped after 10
+    epochs: 40 records of a total loss printed to one decimal, 3.2-10.7 about a flat 6. Its
+    smoothed low was the dip 3 records from the end, and 5 records after a turn were 'too few to
+    judge': a divergence error on noise. With 20 records or more before the turn, the tail must
+    stand out of the records' own noise; a loss that explodes over its last records still does."""
+    real = np.array([10.7, 10.0, 4.0, 4.7, 4.7, 4.5, 6.4, 4.8, 3.4, 5.1, 10.7, 8.3, 5.6, 6.8, 8.0, 6.3,
+                     8.3, 3.6, 5.5, 4.8, 4.1, 4.9, 5.9, 7.3, 6.7, 3.2, 4.7, 7.9, 5.9, 6.1, 5.8, 6.3, 7.5,
+                     5.4, 4.3, 6.9, 4.4, 4.7, 8.3, 6.7])
+    steps = np.arange(1, 41) * 10
+    assert of(analyze(from_arrays(steps, loss=real)), "divergence") == []
+    rng = np.random.default_rng(4)
+    for seed in range(20):  # the same noise model: ~1.8 about a flat level, a dip then high records
+        noise = np.random.default_rng(seed)
+        noisy = 6.0 + noise.normal(0, 1.8, 40).clip(-2.8, 4.7)
+        noisy[-5:] = 6.0 + 1.8 * np.array([-0.3, -0.9, -0.9, 1.2, 0.4]) + noise.normal(0, 0.1, 5)
+        assert of(analyze(from_arrays(steps, loss=np.round(noisy, 1))), "divergence") == [], seed
+    falling = 2.0 + np.exp(-np.arange(60) / 15) + rng.normal(0, 0.03, 60)
+    explodes = np.concatenate([falling, [2.4, 3.5, 6.0, 11.0, 25.0]])
+    (f,) = of(analyze(from_arrays(np.arange(65) * 10, loss=explodes)), "divergence")
+    assert f.severity == Severity.ERROR and 550 <= f.start_step <= 610
 
 
 @pytest.mark.parametrize("rows", [600, 20_000])  # line by line, and column-wise (a file past 256 KiB)
