@@ -64,6 +64,9 @@ def _english(key: str) -> str:
     return " ".join(key.split())
 
 
+_EVAL_PREFIXES = ("eval_", "eval/", "val_", "val/", "valid_", "valid/", "validation_", "validation/")
+
+
 @lru_cache(maxsize=4096)  # per-line readers ask for the same few keys on every line
 def canonical(key: str) -> str:
     """Map an original metric key to its canonical name (unknown keys: lower snake case)."""
@@ -74,10 +77,11 @@ def canonical(key: str) -> str:
         return ALIASES[k]
     if _LR_MONITOR.match(k):  # Lightning's / Composer's LR monitors: 'lr-AdamW', 'lr-X/group0'
         return "lr"
-    if k.startswith(("eval_", "eval/", "val_", "val/", "valid_", "valid/", "validation/")):
-        base = k.split("_", 1)[1] if k[3] == "_" or k[4] == "_" else k.split("/", 1)[1]
-        base = ALIASES.get(base, base)
-        return "eval_" + _SANITISE.sub("_", base).strip("_")
+    for prefix in _EVAL_PREFIXES:
+        if k.startswith(prefix):
+            base = k[len(prefix):]
+            base = ALIASES.get(base, base)
+            return "eval_" + (_SANITISE.sub("_", base).strip("_") or "value")
     return unreserved(_SANITISE.sub("_", k).strip("_") or "value")
 
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -10,6 +13,7 @@ import pytest
 from losslens import read_log, synth
 from losslens.errors import FormatError
 from losslens.logs import BY_NAME, FORMATS, sniff
+from losslens.logs.names import canonical
 from tests.conftest import FIXTURES
 
 
@@ -309,6 +313,27 @@ def test_formats_registry_examples_sniff_as_themselves() -> None:
             lines = ["  Epoch    GPU_mem   box_loss   cls_loss   dfl_loss  Instances       Size", f.example]
         found, _ = sniff(lines)
         assert found is not None and found.name == f.name, f.name
+
+
+@pytest.mark.parametrize("prefix", ["eval_", "eval/", "val_", "val/", "valid_", "valid/", "validation_",
+                                    "validation/", "Valid_", "VALIDATION/"])
+def test_every_validation_name_has_a_canonical_name(prefix: str) -> None:
+    """'valid_f1' (any 'valid_' or 'validation_' name not among the aliases) raised IndexError in
+    canonical(): a log with such a key was a traceback, not a report."""
+    for base, expected in [("f1", "eval_f1"), ("loss", "eval_loss"), ("accuracy", "eval_acc"),
+                           ("bleu-4", "eval_bleu_4"), ("", "eval_value"), ("x/y", "eval_x_y")]:
+        assert canonical(prefix + base) == expected
+
+
+def test_a_valid_metric_of_any_name_reads(tmp_path: Path) -> None:
+    path = tmp_path / "run.log"
+    path.write_text("".join(f"epoch: {e}, loss: {2 - e / 10:.2f}, valid_f1: {0.5 + e / 100:.2f}, "
+                            f"validation_mae: {1 - e / 50:.3f}\n" for e in range(1, 60)))
+    proc = subprocess.run([sys.executable, "-m", "losslens", "check", str(path)], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+    log = read_log(path)
+    assert {"eval_f1", "eval_mae"} <= set(log.eval.columns) and log.eval.height == 59
 
 
 def test_no_records_is_a_format_error(tmp_path) -> None:
