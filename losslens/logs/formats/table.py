@@ -1,11 +1,14 @@
 """Aligned tables: a header of column names, then rows of numbers under it. Ultralytics YOLO
 prints its epochs so ('      Epoch    GPU_mem   box_loss   cls_loss   dfl_loss  Instances       Size'
 then '      1/100      2.61G      1.183      2.437      1.253        187        640: 100%|...', every
-redraw of the bar a state of the row), and so do trainers that print an aligned table of their
-own. A row is read under the last header with as many columns whose first column is a step or an
-epoch ('1/100', '25'): the epoch, when the column is named so, is its step. A table whose first
-column is 'Class' ('Class  Images  Instances  Box(P  R  mAP50  mAP50-95)') is an evaluation: its
-'all' row is an eval record at the last train step, the rows of single classes are skipped."""
+redraw of the bar a state of the row), fastai's fit too ('epoch  train_loss  valid_loss  accuracy
+time' then '0  0.523  0.412  0.85  00:12': the metrics between valid_loss and time are measured on
+the validation set, the time is minutes:seconds), and so do trainers that print an aligned table
+of their own. A row is read under the last header with as many columns whose first column is a
+step or an epoch ('1/100', '25'): the epoch, when the column is named so, is its step. A table
+whose first column is 'Class' ('Class  Images  Instances  Box(P  R  mAP50  mAP50-95)') is an
+evaluation: its 'all' row is an eval record at the last train step, the rows of single classes
+are skipped."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from losslens.logs.sink import Sink
 BAR_TAIL = re.compile(r":?\s+\d{1,3}%\|.*$")  # tqdm's bar after a row or a header
 NAME = re.compile(r"^[A-Za-z][\w/.\-]*(?:\([\w.\-]*\)?|\))?:?$")  # 'box_loss', 'Box(P', 'mAP50-95)'
 POSITION = re.compile(r"^(\d+)(?:/(\d+))?$")  # '1/100', '25'
+MINUTES = re.compile(r"^(\d+):([0-5]\d)$")  # fastai's epoch time '00:12' (minutes:seconds)
 EVAL_FIRST = ("class", "classes")
 STEP_FIRST = ("epoch", *STEP_KEYS)
 
@@ -84,9 +88,15 @@ class _TableParser(RegexLineParser):
         metrics = self._numbers(header[1:], cells[1:])
         if metrics is None:
             return self.classify_noise(line)
-        values = {canonical(k): v for k, v in metrics.items()}
-        for k in metrics:
-            self.sink.names.setdefault(canonical(k), k)
+        names = [k.lower() for k in header]
+        # fastai: the metrics after 'valid_loss' (up to 'time') are the validation set's
+        fastai = "train_loss" in names and "valid_loss" in names
+        after = names.index("valid_loss") + 1 if fastai else len(names)
+        values: dict[str, float] = {}
+        for i, (k, v) in enumerate(metrics.items(), 1):
+            column = canonical(f"valid_{k}" if after <= i and names[i] != "time" else k)
+            values[column] = v
+            self.sink.names.setdefault(column, k)
         step = whole(pos.group(1))
         if header[0].lower() == "epoch":
             values["epoch"] = float(step)
@@ -102,6 +112,8 @@ class _TableParser(RegexLineParser):
         out = {}
         for name, cell in zip(names, cells, strict=True):
             value = parse_number(cell)
+            if value is None and (clock := MINUTES.match(cell)) is not None:
+                value = 60.0 * int(clock.group(1)) + int(clock.group(2))
             if value is None:
                 return None
             out[name] = value

@@ -751,6 +751,25 @@ def test_stable_baselines_console_tables(tmp_path: Path, tags: bool) -> None:
     assert of(report, "no_loss_metric")
 
 
+def test_fastai_fit_table(tmp_path: Path) -> None:
+    """fastai's fit prints 'epoch  train_loss  valid_loss  accuracy  time' then a row an epoch
+    ('0  0.523  0.412  0.85  00:12'): 'no known log format' (its time, minutes:seconds, was no
+    number). The metrics after valid_loss are the validation set's: eval records."""
+    rows = ["epoch     train_loss  valid_loss  accuracy  error_rate  time    "]
+    for e in range(30):
+        train = "nan" if e == 25 else f"{0.9 * np.exp(-e / 10) + 0.1:<12.6f}"
+        rows.append(f"{e:<10}{train:<12}{0.8 * np.exp(-e / 12) + 0.15:<12.6f}{0.5 + e / 70:<10.6f}"
+                    f"{0.5 - e / 70:<12.6f}{e // 60:02d}:{12 + e:02d}     ")
+    path = tmp_path / "fit.log"
+    path.write_text("\n".join(rows) + "\n")
+    log = read_log(path)
+    assert (log.format, log.train.height, log.eval.height) == ("table", 30, 30)
+    assert set(log.eval.columns) >= {"eval_loss", "eval_acc", "eval_error_rate"}
+    assert log.train["step_time_s"].to_list()[:2] == [12.0, 13.0] and "acc" not in log.train.columns
+    (f,) = of(analyze(log), "nonfinite")
+    assert (f.metric, f.start_step) == ("loss", 25)
+
+
 def test_hf_dicts_with_their_own_step_keep_it_across_a_restart(tmp_path: Path) -> None:
     # a run resumed from the checkpoint 30 steps back prints those steps again
     steps = [*range(1, 300), *range(270, 400)]
