@@ -33,6 +33,9 @@ PREFIXES = (
                r"(?::[\w.<>]*:|\s+-\s+|\s*\|\s*|\s+)"),
     # loguru's default after its time and level: 'yolox.core.trainer:after_iter:246 - '
     re.compile(r"^[\w.<>]+:[\w<>]+:\d+ - "),
+    # abseil / glog (JAX and TensorFlow trainers: MaxText, T5X): 'I1203 10:00:01.123456 139872
+    # train.py:512] ' (no year: the time is not kept)
+    re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6}\s+\d+ [^\s\]]+:\d+\] "),
 )
 
 

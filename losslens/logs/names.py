@@ -25,7 +25,8 @@ _alias("grad_norm", "grad_norm", "gnorm", "train/grad_norm", "optim/total_grad_n
        "total_grad_norm", "grad_norm/total", "norm")
 _alias("epoch", "epoch", "train/epoch")
 _alias("tokens_per_s", "tokens_per_s", "tok/s", "tokens/s", "tokens_per_second", "tokens_per_sec", "tps",
-       "wps", "throughput/device/tokens_per_second", "tokens_global_per_sec", "train/tokens_per_second")
+       "wps", "throughput/device/tokens_per_second", "tokens_global_per_sec", "train/tokens_per_second",
+       "tokens/s/device")
 _alias("samples_per_s", "samples_per_second", "train_samples_per_second", "samples_per_sec", "samples/sec",
        "throughput/device/samples_per_second")
 _alias("step_time_s", "step_time_s", "time", "iter_time", "elapsed_time_per_iteration_(ms)",
@@ -42,7 +43,7 @@ _alias("perplexity", "ppl", "perplexity", "train/perplexity", "train_perplexity_
 # keys that count a position in training rather than measure it
 STEP_KEYS = ("step", "global_step", "num_updates", "current_steps", "_step", "iteration",
              "iter", "trainer/global_step", "train/global_step", "global_step/max_steps", "s",
-             "time/batch", "steps")
+             "time/batch", "steps", "completed step")
 
 _SANITISE = re.compile(r"[^0-9a-z]+")
 _LR_MONITOR = re.compile(r"^lr-[a-z0-9_]+(?:/(?:group|pg)0)?$")

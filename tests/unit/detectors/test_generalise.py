@@ -15,6 +15,7 @@ from losslens import read_log
 from losslens.analysis import analyze
 from losslens.findings import Severity
 from losslens.logs import from_arrays
+from losslens.logs.base import strip_prefixes
 
 
 def of(report, kind: str) -> list:
@@ -768,6 +769,27 @@ def test_fastai_fit_table(tmp_path: Path) -> None:
     assert log.train["step_time_s"].to_list()[:2] == [12.0, 13.0] and "acc" not in log.train.columns
     (f,) = of(analyze(log), "nonfinite")
     assert (f.metric, f.start_step) == ("loss", 25)
+
+
+def test_maxtext_lines_behind_abseil_prefixes(tmp_path: Path) -> None:
+    """MaxText prints 'completed step: 9, seconds: 5.667, TFLOP/s/device: 134.924, Tokens/s/device:
+    8672.758, total_weights: 196608, loss: 10.374' (its docs' example), behind abseil's 'I1203
+    10:00:01.123456 139872 train.py:512] ' when logged. 'completed step' was no step: the records
+    were numbered 1, 2, ... and a NaN at step 150 was reported at 151."""
+    rng = np.random.default_rng(1)
+    rows = []
+    for s in range(200):
+        loss = "nan" if s == 150 else f"{10 * np.exp(-s / 80) + 2 + rng.normal(0, 0.02):.3f}"
+        rows.append(f"I1203 10:{s // 60:02d}:{s % 60:02d}.123456 139872 train.py:512] completed step: {s}, "
+                    f"seconds: 5.667, TFLOP/s/device: 134.924, Tokens/s/device: {8672 + s % 7}.758, "
+                    f"total_weights: 196608, loss: {loss}")
+    path = tmp_path / "maxtext.log"
+    path.write_text("\n".join(rows) + "\n")
+    log = read_log(path)
+    assert log.train["step"].to_list() == list(range(200)) and "tokens_per_s" in log.train.columns
+    (f,) = of(analyze(log), "nonfinite")
+    assert (f.start_step, f.line) == (150, 151)
+    assert strip_prefixes(rows[0])[0].startswith("completed step: 0, ")
 
 
 def test_hf_dicts_with_their_own_step_keep_it_across_a_restart(tmp_path: Path) -> None:
