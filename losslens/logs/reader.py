@@ -147,7 +147,7 @@ def _read(src: Source, format: str | None) -> LogData:
                          "empty file: no lines to read", source=src.name)
     if src.is_binary:
         at = src.first_nul
-        hint = " (UTF-16 text? convert it to UTF-8)" if src.head[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        hint = " (UTF-16 text without a byte-order mark? convert it to UTF-8)" if src.looks_utf16 else ""
         raise InputError(f"binary data (NUL byte at offset {at}), not a text log{hint}",
                          source=src.name)
     head_lines = decode_lines(src.head)

@@ -69,6 +69,13 @@ class Source:
         return None if at < 0 else at
 
     @property
+    def looks_utf16(self) -> bool:
+        """Mostly ASCII text in UTF-16 with no byte-order mark: a NUL at every other byte (one with
+        a mark is read, see ``Utf16``)."""
+        start = self._raw_head[:512]
+        return len(start) >= 8 and 2 * max(start[0::2].count(0), start[1::2].count(0)) >= 0.8 * len(start)
+
+    @property
     def is_binary(self) -> bool:
         """NUL bytes in the head, and fewer than half of its lines text: a binary file (or UTF-16),
         not a text log with a hole in it (see ``without_holes``)."""
@@ -242,6 +249,39 @@ class Gunzip:
         self._raw.close()
 
 
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+class Utf16:
+    """A UTF-16 stream with a byte-order mark (Windows PowerShell 5's `python train.py > log.txt`
+    writes one) handed out as UTF-8 bytes, decoded a block at a time (a character split between
+    blocks is kept for the next; an unpaired surrogate becomes U+FFFD, as a damaged UTF-8 line
+    does)."""
+
+    BLOCK = 1 << 20
+
+    def __init__(self, raw: BinaryIO):
+        import codecs
+
+        self._raw = raw
+        self._decoder = codecs.getincrementaldecoder("utf-16")(errors="replace")
+        self._out = bytearray()
+        self._done = False
+
+    def read(self, n: int = -1) -> bytes:
+        while not self._done and (n < 0 or len(self._out) < n):
+            block = self._raw.read(self.BLOCK)
+            self._done = not block
+            self._out += self._decoder.decode(block, final=self._done).encode("utf-8", "replace")
+        size = len(self._out) if n < 0 else min(n, len(self._out))
+        out = bytes(self._out[:size])
+        del self._out[:size]
+        return out
+
+    def close(self) -> None:
+        self._raw.close()
+
+
 def open_source(path: str | os.PathLike[str]) -> Source:
     """Open ``path`` ('-' is standard input); gzip is recognised by content, not suffix."""
     name = os.fspath(path)
@@ -270,4 +310,7 @@ def open_source(path: str | os.PathLike[str]) -> Source:
     if magic == GZIP_MAGIC:
         stream = Gunzip(buffered)  # type: ignore[assignment]
         size = fd = None  # the bytes read are uncompressed: no total to compare them with
+    elif magic in UTF16_BOMS:
+        stream = Utf16(buffered)  # type: ignore[assignment]
+        size = fd = None  # (the bytes handed out are UTF-8: no total to compare them with)
     return Source(display, stream, size, fd)

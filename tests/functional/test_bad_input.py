@@ -32,7 +32,7 @@ def one_error_line(proc) -> str:
     (None, "no such file"),
     (b"", "empty file: no lines to read"),
     (b"\x7fELF\x02\x01\x01\x00\x00\x00binary", "binary data (NUL byte at offset 7), not a text log"),
-    ("\ufeffstep=1 loss=2\n".encode("utf-16"), "UTF-16 text? convert it to UTF-8"),
+    ("step=1 loss=2\n".encode("utf-16-le"), "UTF-16 text without a byte-order mark? convert it to UTF-8"),
     (b"Traceback (most recent call last):\n  File \"x.py\", line 1\nValueError: boom\n",
      "no known log format recognised"),
     (b"\xff\xfe\xfa not utf8 at all \xc3\x28\n", "no known log format recognised"),
@@ -46,6 +46,20 @@ def test_bad_files(tmp_path: Path, content: bytes | None, message: str) -> None:
     line = one_error_line(proc)
     assert line.startswith(f"losslens: error: {path}: ")
     assert message in line
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("codec", ["utf-16", "utf-16-be-bom"])
+def test_utf16_with_a_byte_order_mark_reads(tmp_path: Path, codec: str) -> None:
+    """Windows PowerShell 5's `python train.py > train.log` writes UTF-16 with a byte-order mark
+    (and CRLF): that was 'binary data ... convert it'. It is read, the NaN found at its line."""
+    text = "".join(f"step={s} loss={'nan' if s == 70 else f'{2 - s / 100:.3f}'} lr=1e-4\r\n"
+                   for s in range(100))
+    path = tmp_path / "train.log"
+    path.write_bytes(text.encode("utf-16") if codec == "utf-16" else b"\xfe\xff" + text.encode("utf-16-be"))
+    proc = run("check", str(path))
+    assert proc.returncode == 1 and b"Traceback" not in proc.stderr
+    assert f"{path}:71: step 70: error nonfinite [loss]" in proc.stdout.decode()
 
 
 def _config(folder: Path, text: str) -> Path:
