@@ -27,6 +27,7 @@ from losslens.logs.base import (
     LineParser,
     RegexLineParser,
     leading_time,
+    strip_prefixes,
     whole,
 )
 from losslens.logs.names import (
@@ -90,6 +91,17 @@ WORD_VALUED = re.compile(r"(?<![\w/.\-@'\"])[A-Za-z_][\w/.\-@]*\s*:\s*[A-Za-z]{2
 
 
 EVAL_PROGRESS = {"eta_s", "step_time_s", "data_time", "data", "memory", "max_mem", "epoch"}
+_PHASES = r"(?:validation|valid|val|evaluation|eval|testing|test)"
+PHASE_WORD = re.compile(rf"\b{_PHASES}\b", re.IGNORECASE)
+# a message that opens with its phase: 'Validation - Loss: 0.2009, F1: 0.99', '[val] epoch:3
+# miou:0.6', 'Test | loss 0.3', 'Eval: loss: 0.41' (not 'Val loss: 0.3': that key says it itself)
+EVAL_LEAD = re.compile(
+    rf"^\s*(?:\[\s*{_PHASES}\s*\]|{_PHASES}\s*(?:-\s|\||:(?=\s*[A-Za-z_][\w ]{{0,30}}[:=])))", re.IGNORECASE)
+
+
+def eval_lead(line: str) -> bool:
+    """The line's message (after a capture's prefixes) opens with an evaluation phase word."""
+    return PHASE_WORD.search(line) is not None and EVAL_LEAD.match(strip_prefixes(line)[0]) is not None
 PHASE = {"train": "", "training": "", "eval": "eval_", "val": "eval_", "valid": "eval_",
          "validation": "eval_", "test": "eval_"}
 
@@ -323,6 +335,8 @@ class _ColonParser(RegexLineParser):
             metrics = {**self._spaced(line, metrics), "epoch": float(head.group(1) or head.group(2))}
             metrics.pop("train", None)  # 'Train: 0' is timm's epoch, not a metric
             return "train", n_epoch * whole(head.group(4)) + whole(head.group(3)), metrics
+        if eval_lead(line):  # 'Validation - Loss: 0.2009, F1: 0.9989': at the last train step
+            return "eval", None, metrics
         return None, None, metrics
 
     def _spaced(self, line: str, metrics: dict[str, Value]) -> dict[str, Value]:
@@ -395,7 +409,7 @@ def _literal(text: str) -> str:
 def shape(line: str) -> Shape | None:
     """The line's shape when it is a single-line record that the parser reads from its pairs
     alone (a step, a metric, no head, not indented); None for every other line."""
-    if not line or line[:1].isspace() or any(x in line for x in NOT_SIMPLE):
+    if not line or line[:1].isspace() or any(x in line for x in NOT_SIMPLE) or eval_lead(line):
         return None
     found = list(PAIR.finditer(line))
     pairs: list[tuple[str, str]] = []

@@ -792,6 +792,35 @@ def test_maxtext_lines_behind_abseil_prefixes(tmp_path: Path) -> None:
     assert strip_prefixes(rows[0])[0].startswith("completed step: 0, ")
 
 
+@pytest.mark.parametrize("lead", ["Validation - ", "[val] ", "Test | ", "Eval: "])
+def test_a_line_that_opens_with_its_phase_is_an_evaluation(tmp_path: Path, lead: str) -> None:
+    """'... - INFO - Validation - Loss: 0.2009, F1: 0.9989, AUC: 1.0000' after each epoch's train
+    lines (a public log: BlackPool25/AI-Detector-Text training.log) was a train record: five
+    'spikes' at the epoch ends and a periodicity *error* 'data order repeating' (the period was
+    the epoch). A message that opens with its phase (behind a capture's prefix too) is an
+    evaluation at the last train step; a key that names its phase ('Val loss') stays as it was."""
+    rng = np.random.default_rng(6)
+    rows = []
+    for e in range(5):
+        for s in range(e * 3000 + 100, (e + 1) * 3000 + 1, 100):
+            rows.append(f"2025-10-19 20:17:28,841 - src.training.train - INFO - Step {s}, "
+                        f"Loss: {0.05 + rng.normal(0, 0.0005):.4f}")
+        rows.append(f"2025-10-19 21:42:41,484 - src.training.train - INFO - {lead}Loss: "
+                    f"{0.2 + rng.normal(0, 0.001):.4f}, F1: 0.9989, AUC: 1.0000")
+    path = tmp_path / "training.log"
+    path.write_text("\n".join(rows) + "\n")
+    log = read_log(path)
+    assert (log.train.height, log.eval.height) == (150, 5)
+    assert log.eval["step"].to_list() == [3000 * k for k in range(1, 6)] and "eval_f1" in log.eval.columns
+    assert alarms(analyze(log)) == []
+    both = tmp_path / "both.log"  # the keys say their phase: train and eval on one line, as before
+    both.write_text("".join(f"Epoch {e}: Val loss: {0.3 - e / 100:.3f}, Train loss: {0.2 - e / 100:.3f}\n"
+                            for e in range(1, 12)))
+    log = read_log(both)
+    assert log.train["loss"].to_list()[:2] == [0.19, 0.18]
+    assert log.eval["eval_loss"].to_list()[:2] == [0.29, 0.28]
+
+
 def test_hf_dicts_with_their_own_step_keep_it_across_a_restart(tmp_path: Path) -> None:
     # a run resumed from the checkpoint 30 steps back prints those steps again
     steps = [*range(1, 300), *range(270, 400)]
