@@ -13,7 +13,8 @@ from losslens.findings import Finding, Severity, Skipped
 
 @dataclass(frozen=True)
 class ThroughputDrop(Detector):
-    """Tokens/s or samples/s fall (or step time rises) persistently; start_step is the turn.
+    """Tokens/s or samples/s fall (or step time rises) persistently; start_step is the turn. A
+    rise of the step time at the turn of a drop of the rate is that drop (one finding).
 
     min_points: records needed. min_drop: the fall as a share of the level before the turn.
     min_side: the least share of the run on each side of the turn."""
@@ -25,6 +26,16 @@ class ThroughputDrop(Detector):
     min_points: int = 20
     min_drop: float = 0.2
     min_side: float = 0.1
+
+    def explained(self, finding: Finding, findings: list[Finding]) -> bool:
+        """A rise of the step time that a drop of the token (or sample) rate reports already: one
+        slow-down, one finding (nanoGPT-style lines print both, 'dt: 800ms | tok/sec: 2025')."""
+        if finding.metric != "step_time_s":
+            return False
+        span = max(1, finding.end_step - finding.start_step)
+        return any(g.kind == self.name and g.metric in ("tokens_per_s", "samples_per_s")
+                   and g.segment == finding.segment and abs(g.start_step - finding.start_step) <= 0.1 * span
+                   for g in findings)
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
         v, steps = series.finite(True)

@@ -26,11 +26,11 @@ _alias("grad_norm", "grad_norm", "gnorm", "train/grad_norm", "optim/total_grad_n
 _alias("epoch", "epoch", "train/epoch")
 _alias("tokens_per_s", "tokens_per_s", "tok/s", "tokens/s", "tokens_per_second", "tokens_per_sec", "tps",
        "wps", "throughput/device/tokens_per_second", "tokens_global_per_sec", "train/tokens_per_second",
-       "tokens/s/device")
+       "tokens/s/device", "tok/sec", "tokens/sec")
 _alias("samples_per_s", "samples_per_second", "train_samples_per_second", "samples_per_sec", "samples/sec",
        "throughput/device/samples_per_second")
 _alias("step_time_s", "step_time_s", "time", "iter_time", "elapsed_time_per_iteration_(ms)",
-       "train_speed(s/it)")
+       "train_speed(s/it)", "dt")
 _alias("eval_loss", "eval_loss", "val_loss", "valid_loss", "validation_loss", "val/loss",
        "eval/loss", "loss/val", "tel", "lm_loss_value", "test_loss", "metrics/eval/languagecrossentropy")
 _alias("eval_acc", "eval_acc", "val_acc", "val_accuracy", "eval_accuracy", "valid_acc",

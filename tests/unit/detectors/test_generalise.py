@@ -821,6 +821,26 @@ def test_a_line_that_opens_with_its_phase_is_an_evaluation(tmp_path: Path, lead:
     assert log.eval["eval_loss"].to_list()[:2] == [0.29, 0.28]
 
 
+def test_build_nanogpt_lines_and_a_slow_down(tmp_path: Path) -> None:
+    """build-nanogpt's 'step    10 | loss: 6.532139 | lr 6.0000e-05 | norm: 1.2345 | dt: 323.45ms |
+    tok/sec: 1621.32': 'dt' and 'tok/sec' were unknown columns, so a node 2.5x slower from step 200
+    went unreported. dt is the step time, tok/sec the token rate; the slow-down is one finding."""
+    rng = np.random.default_rng(8)
+    rows = []
+    for s in range(300):
+        dt = 320 + rng.uniform(0, 5) if s < 200 else 800 + rng.uniform(0, 5)
+        loss = 10 * np.exp(-s / 100) + 3 + rng.uniform(0, 0.05)
+        rows.append(f"step {s:5d} | loss: {loss:.6f} | lr 6.0000e-04 | norm: {1 + rng.uniform(0, 1):.4f} | "
+                    f"dt: {dt:.2f}ms | tok/sec: {524288 / dt * 1000:.2f}")
+    path = tmp_path / "log.txt"
+    path.write_text("\n".join(rows) + "\n")
+    log = read_log(path)
+    assert {"step_time_s", "tokens_per_s", "grad_norm"} <= set(log.train.columns)
+    assert 0.320 <= log.train["step_time_s"][0] <= 0.325
+    (f,) = analyze(log).findings
+    assert (f.kind, f.metric, f.start_step) == ("throughput_drop", "tokens_per_s", 200)
+
+
 def test_hf_dicts_with_their_own_step_keep_it_across_a_restart(tmp_path: Path) -> None:
     # a run resumed from the checkpoint 30 steps back prints those steps again
     steps = [*range(1, 300), *range(270, 400)]
