@@ -841,6 +841,36 @@ def test_build_nanogpt_lines_and_a_slow_down(tmp_path: Path) -> None:
     assert (f.kind, f.metric, f.start_step) == ("throughput_drop", "tokens_per_s", 200)
 
 
+@pytest.mark.parametrize("desc", ["Epoch {e}/{epochs}", "train"])
+@pytest.mark.parametrize("epochs", [3, 60])  # line by line, and through the column-wise reader (> 256 KiB)
+def test_a_tqdm_bar_with_a_postfix_is_a_record_per_redraw(tmp_path: Path, epochs: int, desc: str) -> None:
+    """`pbar.set_postfix(loss=..., lr=...)` under nohup: each epoch's bar is one line of '\\r'
+    redraws, 'Epoch 2:  45%|####5     | 45/100 [00:15<00:18,  3.33it/s, loss=2.31, lr=1e-4]'. The
+    key=value reader took the first redraw's pairs only: one record an epoch, and a NaN in a
+    later redraw unseen (check: ok). Each redraw is now a record at the bar's count, counted on
+    across the epochs' passes."""
+    rng = np.random.default_rng(3)
+    lines = ["Loading data...", "Starting training"]
+    for e in range(1, epochs + 1):
+        states = []
+        for n in range(0, 101):
+            k = (e - 1) * 100 + n
+            loss = "nan" if (e, n) == (2, 50) else f"{2.5 * np.exp(-k / 150) + 0.3 + rng.normal(0, 0.01):.4f}"
+            post = f", loss={loss}, lr=1e-4]" if n else "]"
+            states.append(f"{desc.format(e=e, epochs=epochs)}: {n:3d}%|{'#' * (n // 10):<10}| {n}/100 "
+                          f"[00:{n % 60:02d}<00:30,  3.33it/s{post}")
+        lines.append("\r".join(states))
+        lines.append(f"Epoch {e} done, val_loss={2.6 * np.exp(-e * 100 / 150) + 0.35:.4f}")
+    path = tmp_path / "nohup.out"
+    path.write_text("\n".join(lines) + "\n")
+    log = read_log(path)
+    assert log.format == "kv" and log.train.height == 100 * epochs
+    assert log.train["step"].to_list()[:3] == [1, 2, 3] and log.train["step"].to_list()[-1] == 100 * epochs
+    assert log.lines.as_dict() == {"total": 2 + 2 * epochs, "parsed": 2 * epochs, "skipped": 2, "blank": 0}
+    (f,) = of(analyze(log), "nonfinite")
+    assert (f.metric, f.start_step, f.line) == ("loss", 150, 5)
+
+
 def test_hf_dicts_with_their_own_step_keep_it_across_a_restart(tmp_path: Path) -> None:
     # a run resumed from the checkpoint 30 steps back prints those steps again
     steps = [*range(1, 300), *range(270, 400)]

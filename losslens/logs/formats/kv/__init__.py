@@ -13,6 +13,7 @@ from losslens.logs.base import (
     RegexLineParser,
     leading_time,
     small,
+    whole,
 )
 from losslens.logs.names import NUMBER, STEP_KEYS
 from losslens.logs.sink import Accounting, Sink
@@ -33,12 +34,22 @@ def kv_pairs(line: str) -> list[tuple[str, str]]:
     return [(k, v) for k, _, v in KV.findall(line)]
 
 
+# a tqdm bar's count: '450/1000 [02:15<02:45, 3.33it/s, loss=2.31]'
+BAR_COUNT = re.compile(r"(\d+)/(\d+) \[\d")
+
+
 class _KVParser(RegexLineParser):
     noise = COMMON_NOISE
+
+    def __init__(self, sink: Sink):
+        super().__init__(sink)
+        self.bars: dict[int, tuple[int, int]] = {}  # a bar's total -> (steps before this pass, last count)
 
     def feed(self, lineno: int, line: str) -> str | None:
         if "\x1b" in line:
             line = ANSI.sub("", line)
+        if "\r" in line and BAR_COUNT.search(line):
+            return self._bar(lineno, line)
         pairs = kv_pairs(line)
         if not pairs:
             return self.classify_noise(line)
@@ -50,6 +61,28 @@ class _KVParser(RegexLineParser):
         if not self.sink.emit(lineno, step, metrics, time=leading_time(line)):
             return "no training metric"
         return None
+
+    def _bar(self, lineno: int, line: str) -> str | None:
+        """A tqdm bar redrawn with '\r', its postfix 'loss=2.31, lr=1e-4' (`pbar.set_postfix`) in
+        each state: every state is a record (a NaN in one of them is not hidden by the last), at
+        the bar's count, counted on across the bar's later passes (epochs) of the same total."""
+        emitted = False
+        time = leading_time(line)
+        for state in line.split("\r"):
+            pairs = kv_pairs(state)
+            if not pairs:
+                continue
+            step, metrics = self.sink.metrics_from_pairs(pairs)
+            counts = BAR_COUNT.findall(state)
+            if step is None and counts:
+                n, total = whole(counts[-1][0]), whole(counts[-1][1])
+                before, last = self.bars.get(total, (0, 0))
+                if n < last:  # the bar starts again (the next epoch)
+                    before += last
+                self.bars[total] = (before, n)
+                step = before + n
+            emitted |= self.sink.emit(lineno, step, metrics, time=time)
+        return None if emitted else "no training metric"
 
 
 def _is_kv_record(line: str) -> bool:
