@@ -77,6 +77,12 @@ SPACED = re.compile(rf"^\s*([A-Za-z][\w@/.\-]*)\s+({NONFINITE}(?![A-Za-z])|{NUMB
 FIELD_CUT = re.compile(r"\s*(?:[|,;\t]|\s{2,}(?!\s*[-+]?\.?\d)|\s-\s|(?<=\d):\s)\s*")
 WORD_PAIR = re.compile(rf"([A-Za-z_][\w/.\-@]*)\s+({NONFINITE}(?![A-Za-z])|{NUMBER})([A-Za-z%]+)?(?=\s|$)",
                        re.IGNORECASE)
+# a field of two or three words and a number: 'Train loss 2.345', 'Learning Rate 1.000e-05'
+NAMED_FIELD = re.compile(rf"^([A-Za-z_][\w/.\-@]*(?: [A-Za-z_][\w/.\-@]*){{1,2}})\s+"
+                         rf"({NONFINITE}(?![A-Za-z])|{NUMBER})([A-Za-z%]+)?$", re.IGNORECASE)
+# (not a sentence's 'val loss is 0.05': the 'key is value' pairs below read those)
+LINK_WORDS = frozenset({"is", "was", "are", "were", "of", "to", "at", "in", "on", "for", "by", "with",
+                        "from"})
 # 'key is value' in a sentence's fields, for printers that write prose: 'Epoch 0, Step 25, avg loss
 # so far is 0.1097', 'grpo_loss is -0.0 and kl is 0.0085', 'Epoch 0, val loss is 0.0477'
 IS_PAIR = re.compile(rf"(?:^|[,;|]\s*|\band\s+)([A-Za-z_][\w/.\-@]*(?:\s+[A-Za-z_][\w/.\-@]*){{0,4}})"
@@ -147,7 +153,9 @@ def _is_pairs(line: str) -> list[tuple[str, str]]:
 
 
 def _word_pairs(line: str) -> list[tuple[str, str]]:
-    """'key value' pairs of fields made of nothing else (see WORD_PAIR)."""
+    """'key value' pairs of fields made of nothing else (see WORD_PAIR); a field of a few words and
+    one number is one pair, its words the key (MLX's 'Iter 10: Train loss 2.345, Learning Rate
+    1.000e-05, Tokens/sec 567.8')."""
     out = []
     for field in FIELD_CUT.split(line.strip()):
         pairs = list(WORD_PAIR.finditer(field))
@@ -156,6 +164,10 @@ def _word_pairs(line: str) -> list[tuple[str, str]]:
             for m in pairs:
                 text = m.group(2) + (m.group(3) or "")
                 out.append((m.group(1), text if parse_number(text) is not None else m.group(2)))
+        elif (named := NAMED_FIELD.match(field)) is not None and \
+                named.group(1).rsplit(" ", 1)[-1].lower() not in LINK_WORDS:
+            text = named.group(2) + (named.group(3) or "")
+            out.append((named.group(1), text if parse_number(text) is not None else named.group(2)))
     return out
 
 

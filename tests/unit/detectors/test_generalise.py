@@ -871,6 +871,32 @@ def test_a_tqdm_bar_with_a_postfix_is_a_record_per_redraw(tmp_path: Path, epochs
     assert (f.metric, f.start_step, f.line) == ("loss", 150, 5)
 
 
+@pytest.mark.parametrize("colour", [False, True])
+def test_mlx_lm_reports(tmp_path: Path, colour: bool) -> None:
+    """mlx_lm's trainer prints 'Iter 10: Train loss 2.345, Learning Rate 1.000e-05, It/sec 1.234,
+    Tokens/sec 567.800, Trained Tokens 5120, Peak mem 5.600 GB' (its loss in ANSI green in newer
+    versions) and 'Iter 200: Val loss 1.234, Val took 5.600s': 'no known log format'. A field of a
+    few words and one number is now a pair, the words its name."""
+    rng = np.random.default_rng(4)
+    green, end = ("\x1b[92m", "\x1b[0m") if colour else ("", "")
+    rows = ["Loading pretrained model", "Trainable parameters: 0.047% (3.408M/7241.732M)",
+            "Starting training..., iters: 1000"]
+    for it in range(10, 1010, 10):
+        loss = "nan" if it == 700 else f"{2.5 * np.exp(-it / 400) + 1 + rng.uniform(0, 0.02):.3f}"
+        rows.append(f"Iter {it}: Train loss {green}{loss}{end}, Learning Rate 1.000e-05, It/sec 1.234, "
+                    f"Tokens/sec {567.8 + rng.uniform(0, 5):.3f}, Trained Tokens {it * 512}, "
+                    "Peak mem 5.600 GB")
+        if it % 200 == 0:
+            rows.append(f"Iter {it}: Val loss {2.6 * np.exp(-it / 400) + 1.1:.3f}, Val took 5.600s")
+    path = tmp_path / "mlx.log"
+    path.write_text("\n".join(rows) + "\n")
+    log = read_log(path)
+    assert (log.format, log.train.height, log.eval.height) == ("colon", 100, 5)
+    assert {"lr", "tokens_per_s"} <= set(log.train.columns) and log.eval["step"].to_list()[0] == 200
+    (f,) = of(analyze(log), "nonfinite")
+    assert (f.metric, f.start_step) == ("loss", 700)
+
+
 def test_hf_dicts_with_their_own_step_keep_it_across_a_restart(tmp_path: Path) -> None:
     # a run resumed from the checkpoint 30 steps back prints those steps again
     steps = [*range(1, 300), *range(270, 400)]
