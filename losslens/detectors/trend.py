@@ -65,7 +65,7 @@ class Divergence(Detector):
         rho = spearman(post)
         if rise < self.min_rise or rho < self.min_rho:
             return []
-        t = self.significance(v, s, skip, turn)
+        t = self.significance(v, s, skip, turn, tail)
         if t < self.min_t:
             return []
         turn = self._onset(v, skip, turn)
@@ -86,30 +86,29 @@ class Divergence(Detector):
                         summary, evidence, series.segment)]
 
     @staticmethod
-    def significance(v: np.ndarray, s: np.ndarray, skip: int, turn: int) -> float:
+    def significance(v: np.ndarray, s: np.ndarray, skip: int, turn: int, tail: float) -> float:
         """The t statistic of the rise after ``turn``: Spearman's correlation of the records
         from the turn with time, on the number of independent records they are worth,
         m·(1 − r₁)/(1 + r₁), r₁ the lag-1 autocorrelation of the records about their smoothed
         trend ``s`` before the turn (after it, when fewer than 20 records come before). Too few
-        records (under 10) after the turn: with 20 or more before it, the rise of the tail's median
-        over the median of the 10 records before the turn, in units of the records' noise (from
-        their successive differences before the turn): a dip and two high records at the end of a
-        noisy log are no divergence, a loss that explodes over its last records is. With fewer
-        before it too: infinite (the other rules decide)."""
+        records (under 10) after the turn: with 20 or more before it, the rise of ``tail`` (the
+        median of the last records) over the median of the 10 before the turn, in units of their
+        noise (from their successive differences before the turn): a dip and two high records at
+        the end of a noisy log are no divergence, a loss that explodes over its last records is.
+        With fewer before it too: infinite (the other rules decide)."""
         post = v[turn:]
         m = len(post)
         if m < 10:
             if turn - skip < 20:
                 return float("inf")
             pre = v[turn - 10:turn]
-            k = max(2, len(v) // 20)
-            tail = v[max(turn, len(v) - k):]
+            n_tail = len(v) - max(turn, len(v) - max(2, len(v) // 20))  # (as ``detect`` takes it)
             noise = robust_scale(np.diff(v[skip:turn])) / np.sqrt(2)
             if noise <= 0:
                 return float("inf")
             # a median's standard error is ~1.25 σ/√n
-            se = 1.25 * noise * np.sqrt(1 / len(pre) + 1 / len(tail))
-            return float((np.median(tail) - np.median(pre)) / se)
+            se = 1.25 * noise * np.sqrt(1 / len(pre) + 1 / n_tail)
+            return float((tail - np.median(pre)) / se)
         resid = (v - s)[skip:turn] if turn - skip >= 20 else (v - s)[turn:]
         r1 = 0.0
         if len(resid) > 3 and np.ptp(resid) > 0:

@@ -144,8 +144,9 @@ def loss_sparkline(report: Report, log: LogData, columns: int = 80) -> Renderabl
     if len(x) < 2:
         return None
     # a column per step at most: more columns than steps would leave holes between them (runs
-    # restarted at step 1 share their steps)
-    width = max(2, min(160, columns - len("loss ") - len(label), len(np.unique(x))))
+    # restarted at step 1 share their steps; counted only where few records could leave holes)
+    room = min(160, columns - len("loss ") - len(label))
+    width = max(2, min(room, len(np.unique(x)) if len(x) <= 4 * room else len(x)))
     lo, hi = float(x.min()), float(x.max())
     cols = np.minimum(((x - lo) / ((hi - lo) or 1) * (width - 1)).astype(int), width - 1)
     top = np.full(width, -np.inf)

@@ -108,6 +108,8 @@ EVAL_LEAD = re.compile(
 def eval_lead(line: str) -> bool:
     """The line's message (after a capture's prefixes) opens with an evaluation phase word."""
     return PHASE_WORD.search(line) is not None and EVAL_LEAD.match(strip_prefixes(line)[0]) is not None
+
+
 PHASE = {"train": "", "training": "", "eval": "eval_", "val": "eval_", "valid": "eval_",
          "validation": "eval_", "test": "eval_"}
 
