@@ -20,7 +20,7 @@ _alias("loss", "loss", "train_loss", "train/loss", "loss/train", "lm_loss", "trl
        "loss/train/total")
 _alias("acc", "acc", "accuracy", "train_acc", "train_accuracy", "train/acc", "train/accuracy",
        "token_acc", "mean_token_accuracy", "train/mean_token_accuracy", "acc/train")
-_alias("lr", "lr", "learning_rate", "train/learning_rate", "train/lr", "lr-adamw", "lr-adam")
+_alias("lr", "lr", "learning_rate", "train/learning_rate", "train/lr", "lr-adamw", "lr-adam", "optim0_lr0")
 _alias("grad_norm", "grad_norm", "gnorm", "train/grad_norm", "optim/total_grad_norm",
        "total_grad_norm", "grad_norm/total", "norm")
 _alias("epoch", "epoch", "train/epoch")

@@ -897,6 +897,41 @@ def test_mlx_lm_reports(tmp_path: Path, colour: bool) -> None:
     assert (f.metric, f.start_step) == ("loss", 700)
 
 
+@pytest.mark.parametrize("epochs", [5, 120])  # line by line, and a file past 256 KiB
+def test_espnet2_reports_and_epoch_results(tmp_path: Path, epochs: int) -> None:
+    """ESPnet2's reporter (espnet2/train/reporter.py): '4epoch:train:501-600batch: iter_time=...,
+    loss=..., optim0_lr0=..., train_time=...' and '4epoch results: [train] ..., [valid] loss=...'.
+    Read as plain key=value lines, the records were numbered (a NaN at epoch 4's batch 600 was
+    'step 39'), the epoch results were train records mixing the train averages in, and the valid
+    losses were lost. Now: the batch count within the epoch is the step (made to count the run),
+    the valid part an evaluation, the train part an average already read."""
+    rng = np.random.default_rng(5)
+    lines, k = [], 0
+    for ep in range(1, epochs + 1):
+        for b in range(1, 1001, 100):
+            k += 1
+            loss = float("nan") if (ep, b) == (4, 501) else 60 * np.exp(-k / 20) + 20 + rng.uniform(0, 1)
+            lines.append(f"[gpu01] 2023-01-01 10:00:00,123 (trainer:732) INFO: "
+                         f"{ep}epoch:train:{b}-{b + 99}batch: "
+                         f"iter_time=1.234e-04, forward_time=0.123, loss_ctc={loss * 1.3:.3f}, "
+                         f"loss_att={loss * 0.9:.3f}, acc=0.450, loss={loss:.3f}, backward_time=0.100, "
+                         f"optim_step_time=0.020, optim0_lr0=2.000e-05, train_time=1.234")
+        lines.append(f"[gpu01] 2023-01-01 10:00:00,123 (trainer:338) INFO: {ep}epoch results: [train] "
+                     "iter_time=1.2e-04, loss=33.200, train_time=1.2, time=10 minutes and 5.2 seconds, "
+                     f"total_count={ep * 1000}, [valid] loss_ctc=35.100, cer_ctc=0.300, acc=0.600, "
+                     f"loss={28.2 - ep * 0.01:.3f}, time=30.1 seconds, total_count={ep * 100}")
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(lines) + "\n")
+    log = read_log(path)
+    assert (log.format, log.train.height, log.eval.height) == ("kv", 10 * epochs, epochs)
+    assert log.train["step"].to_list()[:11] == [*range(100, 1001, 100), 1100]
+    assert log.eval["step"].to_list()[:2] == [1000, 2000] and log.eval["eval_loss"][0] == 28.19
+    assert log.names["step_time_s"] == "train_time" and log.names["data_time"] == "iter_time"
+    assert "lr" in log.train.columns and dict(log.lines.skipped) == {}
+    (f, *_) = of(analyze(log), "nonfinite")
+    assert f.start_step == 3600
+
+
 def test_hf_dicts_with_their_own_step_keep_it_across_a_restart(tmp_path: Path) -> None:
     # a run resumed from the checkpoint 30 steps back prints those steps again
     steps = [*range(1, 300), *range(270, 400)]

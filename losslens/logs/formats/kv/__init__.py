@@ -36,6 +36,11 @@ def kv_pairs(line: str) -> list[tuple[str, str]]:
 
 # a tqdm bar's count: '450/1000 [02:15<02:45, 3.33it/s, loss=2.31]'
 BAR_COUNT = re.compile(r"(\d+)/(\d+) \[\d")
+# ESPnet2's reporter: '3epoch:train:501-600batch: iter_time=1.2e-04, loss=34.6, ...' (the batches
+# counted within the epoch), and '3epoch results: [train] loss=33.2, ..., [valid] loss=28.2, ...'
+ESPNET_BATCH = re.compile(r"\b(\d+)epoch:(\w+):\d+-(\d+)batch: ")
+ESPNET_RESULTS = re.compile(r"\b(\d+)epoch results: ")
+ESPNET_SECTION = re.compile(r"\[(\w+)\] ")
 
 
 class _KVParser(RegexLineParser):
@@ -44,12 +49,15 @@ class _KVParser(RegexLineParser):
     def __init__(self, sink: Sink):
         super().__init__(sink)
         self.bars: dict[int, tuple[int, int]] = {}  # a bar's total -> (steps before this pass, last count)
+        self.last_step: int | None = None  # ESPnet's last report (its epoch results are evaluated there)
 
     def feed(self, lineno: int, line: str) -> str | None:
         if "\x1b" in line:
             line = ANSI.sub("", line)
         if "\r" in line and BAR_COUNT.search(line):
             return self._bar(lineno, line)
+        if "epoch" in line and (espnet := ESPNET_BATCH.search(line) or ESPNET_RESULTS.search(line)):
+            return self._espnet(lineno, line, espnet)
         pairs = kv_pairs(line)
         if not pairs:
             return self.classify_noise(line)
@@ -61,6 +69,38 @@ class _KVParser(RegexLineParser):
         if not self.sink.emit(lineno, step, metrics, time=leading_time(line)):
             return "no training metric"
         return None
+
+    def _espnet(self, lineno: int, line: str, head: re.Match[str]) -> str | None:
+        """ESPnet2's lines: a report of the last batches at the epoch's batch count (made to count
+        the run by the frame), or an epoch's results, whose train part averages the reports
+        already read and whose 'valid' part is the evaluation at the last train step."""
+        time = leading_time(line)
+        if head.re is ESPNET_BATCH:
+            _, metrics = self.sink.metrics_from_pairs(kv_pairs(line[head.end():]))
+            # ESPnet's iter_time is the wait for the batch, train_time the whole step
+            if "step_time_s" in metrics:
+                metrics["data_time"] = metrics.pop("step_time_s")
+                self.sink.names["data_time"] = "iter_time"
+            if "train_time" in metrics:
+                metrics["step_time_s"] = metrics.pop("train_time")
+                self.sink.names["step_time_s"] = "train_time"
+            metrics["epoch"] = float(head.group(1))
+            kind = None if head.group(2) == "train" else "eval"
+            if not self.sink.emit(lineno, whole(head.group(3)), metrics, time=time, kind=kind):
+                return "no training metric"
+            self.last_step = whole(head.group(3))
+            return None
+        body = line[head.end():]
+        cuts = list(ESPNET_SECTION.finditer(body))
+        for m, nxt in zip(cuts, [*cuts[1:], None], strict=True):
+            if m.group(1) in ("valid", "validation", "eval", "dev"):
+                section = body[m.end():nxt.start() if nxt else None]
+                _, metrics = self.sink.metrics_from_pairs(kv_pairs(section))
+                for kept in ("total_count", "step_time_s"):  # ('time=30.1 seconds' is the loop's)
+                    metrics.pop(kept, None)
+                if self.sink.emit(lineno, self.last_step, metrics, time=time, kind="eval"):
+                    return None
+        return "epoch average"
 
     def _bar(self, lineno: int, line: str) -> str | None:
         """A tqdm bar redrawn with '\r', its postfix 'loss=2.31, lr=1e-4' (`pbar.set_postfix`) in

@@ -30,7 +30,7 @@ from losslens.logs.columnar import (
     times,
     without_prefixes,
 )
-from losslens.logs.formats.kv import KV, TOKRATE
+from losslens.logs.formats.kv import ESPNET_BATCH, ESPNET_RESULTS, KV, TOKRATE
 from losslens.logs.sink import Accounting, Sink, feed_line
 from losslens.logs.source import Source, count_lines, decode_lines
 
@@ -57,8 +57,9 @@ def templates(sample: list[str]) -> list[Template]:
     for line in sample:
         pairs = KV.findall(line)
         if not pairs or len(pairs) > MAX_TEMPLATE_KEYS or "\x1b" in line or \
-                line.count("=") + line.count("~") != len(pairs):
-            continue
+                line.count("=") + line.count("~") != len(pairs) or \
+                "epoch" in line and (ESPNET_BATCH.search(line) or ESPNET_RESULTS.search(line)):
+            continue  # (ESPnet's report heads hold the step: the per-line parser reads them)
         cells = line.replace("~", "=").split("=")
         rate = [i for i, c in enumerate(cells) if TOKRATE.search(c)]
         values = [""] + [v for _, _, v in pairs]
