@@ -7,6 +7,7 @@ import os
 import re
 import sys
 import zlib
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
@@ -193,22 +194,14 @@ def _reason(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-class Gunzip:
-    """A gzip stream read as far as it goes, members one after another (``cat a.gz b.gz``): where
-    the data ends before a member's end marker (a file cut short: a full disk, a copy or a rotation
-    interrupted) or stops being gzip, what came before is kept and ``stopped`` says why (the
-    gzip module raises there, and what it had decompressed of the last block is lost)."""
-
-    BLOCK = 1 << 14  # compressed bytes a step (at most ~16 MiB decompressed from one)
+class _Decoded(ABC):
+    """A stream that decodes its raw bytes a block at a time (``_step``, which sets ``_done`` at the
+    end) into ``_out``, handed out by ``read``."""
 
     def __init__(self, raw: BinaryIO):
         self._raw = raw
-        self._z = zlib.decompressobj(31)
-        self._fresh = True  # the current member has had no input yet
         self._out = bytearray()
         self._done = False
-        self.compressed = 0
-        self.stopped: str | None = None
 
     def read(self, n: int = -1) -> bytes:
         while not self._done and (n < 0 or len(self._out) < n):
@@ -217,6 +210,29 @@ class Gunzip:
         out = bytes(self._out[:size])
         del self._out[:size]
         return out
+
+    @abstractmethod
+    def _step(self) -> None:
+        """Decode the next block into ``_out``."""
+
+    def close(self) -> None:
+        self._raw.close()
+
+
+class Gunzip(_Decoded):
+    """A gzip stream read as far as it goes, members one after another (``cat a.gz b.gz``): where
+    the data ends before a member's end marker (a file cut short: a full disk, a copy or a rotation
+    interrupted) or stops being gzip, what came before is kept and ``stopped`` says why (the
+    gzip module raises there, and what it had decompressed of the last block is lost)."""
+
+    BLOCK = 1 << 14  # compressed bytes a step (at most ~16 MiB decompressed from one)
+
+    def __init__(self, raw: BinaryIO):
+        super().__init__(raw)
+        self._z = zlib.decompressobj(31)
+        self._fresh = True  # the current member has had no input yet
+        self.compressed = 0
+        self.stopped: str | None = None
 
     def _step(self) -> None:
         block = self._raw.read(self.BLOCK)
@@ -245,14 +261,12 @@ class Gunzip:
             data = self._z.unused_data  # the next member, if any
             self._z, self._fresh = zlib.decompressobj(31), True
 
-    def close(self) -> None:
-        self._raw.close()
 
 
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
-class Utf16:
+class Utf16(_Decoded):
     """A UTF-16 stream with a byte-order mark (Windows PowerShell 5's `python train.py > log.txt`
     writes one) handed out as UTF-8 bytes, decoded a block at a time (a character split between
     blocks is kept for the next; an unpaired surrogate becomes U+FFFD, as a damaged UTF-8 line
@@ -263,23 +277,13 @@ class Utf16:
     def __init__(self, raw: BinaryIO):
         import codecs
 
-        self._raw = raw
+        super().__init__(raw)
         self._decoder = codecs.getincrementaldecoder("utf-16")(errors="replace")
-        self._out = bytearray()
-        self._done = False
 
-    def read(self, n: int = -1) -> bytes:
-        while not self._done and (n < 0 or len(self._out) < n):
-            block = self._raw.read(self.BLOCK)
-            self._done = not block
-            self._out += self._decoder.decode(block, final=self._done).encode("utf-8", "replace")
-        size = len(self._out) if n < 0 else min(n, len(self._out))
-        out = bytes(self._out[:size])
-        del self._out[:size]
-        return out
-
-    def close(self) -> None:
-        self._raw.close()
+    def _step(self) -> None:
+        block = self._raw.read(self.BLOCK)
+        self._done = not block
+        self._out += self._decoder.decode(block, final=self._done).encode("utf-8", "replace")
 
 
 def open_source(path: str | os.PathLike[str]) -> Source:

@@ -22,7 +22,7 @@ import re
 
 from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser
 from losslens.logs.names import parse_number
-from losslens.logs.sink import Sink
+from losslens.logs.sink import Sink, step_value
 
 DASHES = re.compile(r"^\s*-{10,}\s*$")
 ROW = re.compile(r"^\s*\| ( *)(\S[^|]*?)\s*\| (.*?)\s*\|\s*$")
@@ -45,26 +45,19 @@ class _TableParser(RegexLineParser):
     def __init__(self, sink: Sink):
         super().__init__(sink)
         self.tag = ""
-        self.rows: list[tuple[str, str]] = []
-        self.first: int | None = None  # the line of the block's first row
+        self.rows: list[tuple[int, str, str]] = []  # (line, key with its tag, value)
 
     def finish(self) -> None:
         """Emit the block read so far (the last one, or one cut short by the end of the log)."""
-        if not self.rows or self.first is None:
-            self.rows, self.tag, self.first = [], "", None
+        rows, self.rows, self.tag = self.rows, [], ""
+        if not rows:
             return
-        rows, first = self.rows, self.first
-        self.rows, self.tag, self.first = [], "", None
-        step = None
-        by_name = {key.rsplit("/", 1)[-1]: value for key, value in rows}
-        for name in STEP_NAMES:
-            value = parse_number(by_name.get(name, ""))
-            if value is not None and value == value and value == int(value):
-                step = int(value)
-                break
+        by_name = {key.rsplit("/", 1)[-1]: value for _, key, value in rows}
+        step = next((s for s in (step_value(by_name[n]) for n in STEP_NAMES if n in by_name)
+                     if s is not None), None)
         _, metrics = self.sink.metrics_from_pairs(
-            [(k, v) for k, v in rows if k.rsplit("/", 1)[-1] not in STEP_NAMES])
-        self.sink.emit(first, step, metrics)
+            [(k, v) for _, k, v in rows if k.rsplit("/", 1)[-1] not in STEP_NAMES])
+        self.sink.emit(rows[0][0], step, metrics)
 
     def feed(self, lineno: int, line: str) -> str | None:
         if DASHES.match(line):
@@ -81,9 +74,7 @@ class _TableParser(RegexLineParser):
         name = self.tag + key if indent and self.tag else key
         if parse_number(value) is None:
             return "not a number"
-        if self.first is None:
-            self.first = lineno
-        self.rows.append((name, value))
+        self.rows.append((lineno, name, value))
         return None
 
 
