@@ -37,22 +37,26 @@ CLOCK = r"^(?:(?<d>\d+) (?i:days?), )?(?<h>\d+):(?<m>\d\d):(?<s>\d\d(?:\.\d+)?)$
 LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ%/()"
 
 
-def number_expr(raw: pl.Expr) -> pl.Expr:
-    """A float, or a number with a unit ('0.68b/s' → 0.68, '4.0d' → 345600); null if neither."""
+def with_units(raw: pl.Series) -> pl.Series:
+    """A float, or a number with a unit ('0.68b/s' → 0.68, '4.0d' → 345600), or a clock time;
+    null if none. The unit is looked up once per distinct unit, not per row."""
     number = raw.str.strip_chars_end(LETTERS)
     written = raw.str.slice(number.str.len_chars())
-    scale = pl.coalesce(  # as names.unit_scale: '1.05M' is a million, '3m' three minutes
-        written.replace_strict(list(MAGNITUDE), list(MAGNITUDE.values()), default=None,
-                               return_dtype=pl.Float64),
-        written.str.to_lowercase().replace_strict(list(UNIT_SCALE), list(UNIT_SCALE.values()),
-                                                  default=None, return_dtype=pl.Float64))
-    clock = raw.str.extract_groups(CLOCK)  # as names._CLOCK: '0:00:24', '1 day, 2:03:04.5'
-    seconds = (clock.struct.field("d").cast(pl.Float64, strict=False).fill_null(0.0) * 86400
-               + clock.struct.field("h").cast(pl.Float64, strict=False) * 3600
-               + clock.struct.field("m").cast(pl.Float64, strict=False) * 60
-               + clock.struct.field("s").cast(pl.Float64, strict=False))
-    return pl.coalesce(raw.cast(pl.Float64, strict=False),
-                       number.cast(pl.Float64, strict=False) * scale, seconds)
+    units = written.unique().drop_nulls().to_list()
+    # as names.unit_scale: '1.05M' is a million, '3m' three minutes
+    scales = {u: MAGNITUDE.get(u, UNIT_SCALE.get(u.lower())) for u in units}
+    scale = written.replace_strict(list(scales), list(scales.values()), default=None,
+                                   return_dtype=pl.Float64)
+    value = raw.cast(pl.Float64, strict=False).fill_null(number.cast(pl.Float64, strict=False) * scale)
+    clocks = value.is_null() & raw.str.contains(":", literal=True)
+    if not clocks.any():
+        return value
+    clock = raw.str.extract_groups(CLOCK).struct  # as names._CLOCK: '0:00:24', '1 day, 2:03:04.5'
+    seconds = (clock.field("d").cast(pl.Float64, strict=False).fill_null(0.0) * 86400
+               + clock.field("h").cast(pl.Float64, strict=False) * 3600
+               + clock.field("m").cast(pl.Float64, strict=False) * 60
+               + clock.field("s").cast(pl.Float64, strict=False))
+    return value.fill_null(seconds)
 
 
 def numbers(raw: pl.Series) -> tuple[pl.Series, pl.Series | None]:
@@ -91,7 +95,7 @@ def _step(raw: pl.Series) -> pl.Series:
 
 def number_column(raw: pl.Series, exact: bool = True) -> tuple[pl.Series, pl.Series]:
     """``names.parse_number`` over a column of text, and the rows still unread. A plain cast
-    first; the units and clock times of ``number_expr`` only for the rows it missed; then, where
+    first; the units and clock times of ``with_units`` only for the rows it missed; then, where
     the raw text is ``exact``ly what the per-line parser reads, ``parse_number`` itself for the
     rest ('1,024', '5m 3s', ' 0.5 '). Unread: what is still missed without ``exact``; with it,
     only a '[..]' list (a scalar column's row the per-line parser reads as a list)."""
@@ -99,7 +103,7 @@ def number_column(raw: pl.Series, exact: bool = True) -> tuple[pl.Series, pl.Ser
     missed = raw.is_not_null() & value.is_null()
     if missed.any():  # units, clock times
         where = missed.arg_true()
-        value = value.scatter(where, pl.select(number_expr(pl.lit(raw.gather(where)))).to_series())
+        value = value.scatter(where, with_units(raw.gather(where)))
         missed = raw.is_not_null() & value.is_null()
     if not exact or not missed.any():
         return value, missed
