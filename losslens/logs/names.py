@@ -17,7 +17,7 @@ def _alias(canonical: str, *names: str) -> None:
 
 _alias("loss", "loss", "train_loss", "train/loss", "loss/train", "lm_loss", "trl", "training_loss",
        "train/crossentropyloss", "train_loss_step", "train/loss_step", "train_lm_loss", "total_loss",
-       "loss/train/total")
+       "loss/train/total", "xent", "cross_entropy", "cross-entropy")
 _alias("acc", "acc", "accuracy", "train_acc", "train_accuracy", "train/acc", "train/accuracy",
        "token_acc", "mean_token_accuracy", "train/mean_token_accuracy", "acc/train")
 _alias("lr", "lr", "learning_rate", "train/learning_rate", "train/lr", "lr-adamw", "lr-adam", "optim0_lr0")
@@ -80,10 +80,29 @@ def canonical(key: str) -> str:
         return "lr"
     for prefix in _EVAL_PREFIXES:
         if k.startswith(prefix):
-            base = k[len(prefix):]
-            base = ALIASES.get(base, base)
-            return "eval_" + (_SANITISE.sub("_", base).strip("_") or "value")
+            return _eval_name(k[len(prefix):])
+    if (phase := _PHASE_SUFFIX.match(k)) is not None and \
+            _TOKEN_CUT.split(phase.group(1))[-1] not in _COUNT_WORDS:  # 'Loss Train', 'loss_val', 'Loss/test'
+        base = phase.group(1)
+        return canonical(base) if phase.group(2).startswith("train") else _eval_name(base)
     return unreserved(_SANITISE.sub("_", k).strip("_") or "value")
+
+
+# a phase named after the metric: 'Loss Train: 0.31 | Loss Val: 0.42 | AUC Val: 0.81' (a print
+# style of many hand-written loops), TensorBoard's 'Loss/train' and 'Loss/test' (its tutorial)
+_PHASE_SUFFIX = re.compile(
+    r"^([a-z].*?)[_/.\-](train|training|val|valid|validation|eval|evaluation|test|testing)$")
+
+
+# what a set holds, not a measurement of the model: 'Query Images Test: 37855' is no evaluation
+_COUNT_WORDS = frozenset({"images", "samples", "examples", "sentences", "tokens", "words", "batches", "steps",
+                          "size", "num", "count", "number", "len", "length", "files", "items", "instances",
+                          "pairs", "ids", "set", "data", "dataset"})
+
+
+def _eval_name(base: str) -> str:
+    base = ALIASES.get(base, base)
+    return "eval_" + (_SANITISE.sub("_", base).strip("_") or "value")
 
 
 # the columns a record frame holds besides its metrics: a metric of one of these names is renamed

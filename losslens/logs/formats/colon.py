@@ -39,17 +39,27 @@ from losslens.logs.names import (
     is_eval,
     is_training_metric,
     parse_number,
+    unit_scale,
 )
 from losslens.logs.sink import Sink, TooWide, Value
+
+# units written after a space ('iter time: 123.45 ms', 'Peak mem 5.6 GB'): a closed list, so that
+# the next key is never taken for one
+SPACED_UNITS = r"(?:ms|s|secs?|seconds|min|h|GB|GiB|MB|MiB|%)(?![\w:/.])"
 
 # 'loss: 0.2345', 'loss = 67.7' (a spaced '=' only: 'k=v' is the kv reader's), 'val loss: 2.4',
 # 'lr: 1.0e-04', 'time: 0.35s', 'Epoch: 3/10'; the key is one
 # or two words (not quoted: JSON and Python dicts have their own readers); after the number no
 # letter, digit or ':digit' (a clock '0:05:12'); torchtune's 'Loss: 1.55:' ends in a colon
 PAIR = re.compile(
-    rf"(?<![\w/.\-@'\"])([^\W\d][\w/.\-@]*(?: [^\W\d][\w/.\-@]*)?)(?:\s*[:：]\s*| = )"
-    rf"({NONFINITE}(?![A-Za-z])|\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|{NUMBER})(?:\s*/\s*\d+)?([A-Za-z%]+(?:/[A-Za-z]+)?)?"
+    rf"(?<![\w/.\-@'\"])([^\W\d][\w/.\-@]*(?: [^\W\d][\w/.\-@]*)?)(?:\s*\([^()]{{1,12}}\))?"
+    rf"(?:\s*[:：]\s*| = )"
+    rf"({NONFINITE}(?![A-Za-z])|\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|{NUMBER})(?:\s*/\s*\d+)?"
+    rf"(?:([A-Za-z%]+(?:/[A-Za-z]+)?)|\s({SPACED_UNITS}))?"
     rf"(?![\w.]|:\d)", re.IGNORECASE)
+# a qualifier in parentheses after the key ('Test Loss (MSE): 0.67', DeepSpeed's 'iter time (s):
+# 0.512'): a unit there is the value's unit; any other is left out of the name
+QUALIFIER = re.compile(r"\(([^()]{1,12})\)\s*(?:[:：]|=)")
 # 'Step 100', 'iter 5/1000', 'Iter [  10/1487]', 'Epoch: [ 0/200]', 'Epoch [2/5]'
 STEP_WORD = re.compile(r"\b(?:global step|step|iteration|iter|update|batch)\s*[#=]?\s*\[?\s*(\d+)"
                        r"(?:\s*/\s*\d+)?\b", re.IGNORECASE)
@@ -100,9 +110,11 @@ EVAL_PROGRESS = {"eta_s", "step_time_s", "data_time", "data", "memory", "max_mem
 _PHASES = r"(?:validation|valid|val|evaluation|eval|testing|test)"
 PHASE_WORD = re.compile(rf"\b{_PHASES}\b", re.IGNORECASE)
 # a message that opens with its phase: 'Validation - Loss: 0.2009, F1: 0.99', '[val] epoch:3
-# miou:0.6', 'Test | loss 0.3', 'Eval: loss: 0.41' (not 'Val loss: 0.3': that key says it itself)
+# miou:0.6', 'Test | loss 0.3', 'Eval: loss: 0.41', Flax's 'eval epoch: 3, loss: 0.05, accuracy: 98.3'
+# (not 'Val loss: 0.3': that key says it itself)
 EVAL_LEAD = re.compile(
-    rf"^\s*(?:\[\s*{_PHASES}\s*\]|{_PHASES}\s*(?:-\s|\||:(?=\s*[A-Za-z_][\w ]{{0,30}}[:=])))", re.IGNORECASE)
+    rf"^\s*(?:\[\s*{_PHASES}\s*\]|{_PHASES}\s*(?:-\s|\||:(?=\s*[A-Za-z_][\w ]{{0,30}}[:=]))"
+    rf"|{_PHASES}\s+(?:epoch|step|iter|iteration|batch|round)\b)", re.IGNORECASE)
 
 
 def eval_lead(line: str) -> bool:
@@ -129,17 +141,23 @@ def _key(key: str) -> str:
 
 def colon_pairs(line: str) -> list[tuple[str, str]]:
     """(key, value text) pairs; a number with a known unit keeps it ('3ms' → 0.003 later)."""
-    out = []
-    for key, number, unit in PAIR.findall(line):
-        text = number + unit
-        if unit and parse_number(text) is None:
-            text = number  # an unknown unit ('9.12GiB'): the number as written
-        out.append((_key(key), text))
-    if not any(_is_metric(canonical(k)) for k, _ in out):
+    out = [(_key(m.group(1)), pair_text(m)) for m in PAIR.finditer(line)]
+    if not any(_measures(canonical(k)) for k, _ in out):  # ('val time: 12 ms' alone measures nothing)
         out.extend(_word_pairs(line))
     if " is " in line and not any(_is_metric(canonical(k)) for k, _ in out):
         out.extend(_is_pairs(line))
     return out
+
+
+def pair_text(m: re.Match[str]) -> str:
+    """The text a PAIR match reads: the number with its unit, written after it, after a space or
+    in parentheses after the key; an unknown unit ('9.12GiB') left off."""
+    number, unit = m.group(2), m.group(3) or m.group(4) or ""
+    if not unit and "(" in m.group(0):
+        q = QUALIFIER.search(m.group(0), 0, m.start(2) - m.start(0) + 1)
+        unit = q.group(1).strip() if q is not None and unit_scale(q.group(1).strip()) is not None else ""
+    text = number + unit
+    return number if unit and parse_number(text) is None else text
 
 
 def _is_pairs(line: str) -> list[tuple[str, str]]:
@@ -175,6 +193,11 @@ def _word_pairs(line: str) -> list[tuple[str, str]]:
 
 def _is_metric(name: str) -> bool:
     return is_training_metric(name) or is_eval(name)
+
+
+def _measures(name: str) -> bool:
+    """A metric that measures the model, not an evaluation loop's progress ('val time')."""
+    return is_training_metric(name) or is_eval(name) and name[5:] not in EVAL_PROGRESS
 
 
 @dataclass
@@ -430,13 +453,11 @@ def shape(line: str) -> Shape | None:
     spans: list[tuple[int, int, str, str]] = []  # (start, end, group, text) of each number read
     suffixes: list[str] = []
     for m in found:
-        key, number, unit = m.group(1), m.group(2), m.group(3) or ""
+        key, number = m.group(1), m.group(2)
         if not number[-1:].isdigit() or line[m.end(2):m.end(2) + 1] == "," and \
                 line[m.end(2) + 1:m.end(2) + 2].isdigit():
             return None  # nan/inf, or '2,5' (a '2,500' would read as one number)
-        text = number + unit
-        if unit and parse_number(text) is None:
-            text = number
+        text = pair_text(m)
         pairs.append((_key(key), text))
         suffixes.append(text[len(number):])
         spans.append((m.start(2), m.end(2), f"v{len(spans)}", number))
@@ -444,8 +465,8 @@ def shape(line: str) -> Shape | None:
         step, metrics = Sink().metrics_from_pairs(pairs)
     except TooWide:
         return None  # (the parser's: a record too wide to hold)
-    if not any(_is_metric(k) for k in metrics):
-        return None  # no metric (or only the bare 'word number' fields: the parser's)
+    if not any(_measures(k) for k in metrics):
+        return None  # no measured metric: the bare 'word number' fields are read too (the parser's)
     word = STEP_WORD.search(line)  # the step where the pairs give none (or one past int64)
     if word is not None and not any(a < word.end(1) and word.start(1) < b for a, b, _, _ in spans):
         spans.append((word.start(1), word.end(1), "s", word.group(1)))

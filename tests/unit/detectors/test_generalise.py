@@ -1226,3 +1226,113 @@ def test_the_null_of_a_wide_bin_is_the_same_product_in_closed_form() -> None:
         assert np.allclose(_above_median_p(c, np.full(5, n)), np.minimum(1.0, np.exp(log_p)), rtol=1e-10)
     wide = _above_median_p(np.array([10.0, 20.0]), np.full(2, 170_001))
     assert np.allclose(wide, np.exp(-np.array([10.0, 20.0]) * np.log(2)), rtol=0.02)
+
+
+def _phase_after_lines(style: int, epochs: int = 100) -> list[str]:
+    rng = np.random.default_rng(style)
+    rows = []
+    for e in range(epochs):
+        train = "nan" if e == 60 else f"{2 * np.exp(-e / 30) + 0.3 + rng.uniform(0, 0.01):.4f}"
+        val = f"{2 * np.exp(-e / 30) + 0.4:.4f}"
+        rows.append([
+            f"Epoch [{e + 1}/{epochs}] | Loss Train: {train} | Loss Val: {val} | AUC Val: 0.8123",
+            f"Epoch {e:4d} | loss train: {train} | loss test: {val} | accuracy test: 91.2%",
+            f"Epoch [{e + 1:02d}/{epochs}] | Loss Train: {train} | Test Loss (MSE): {val}",
+        ][style])
+    return rows
+
+
+@pytest.mark.parametrize("style", range(3))
+def test_a_phase_after_the_metric_name(tmp_path: Path, style: int) -> None:
+    """'Loss Train: 0.31 | Loss Val: 0.42 | AUC Val: 0.81', 'loss train: … | loss test: …' (hand-
+    written loops print this way; TensorBoard's tutorial names 'Loss/train' and 'Loss/test'): the
+    validation loss was a second training loss ('loss_val'), a line of only 'loss train' and 'Epoch'
+    no record ('Epoch 1 | iter 301 | loss train: 2.3' was 'no known log format'), and 'Test Loss
+    (MSE): 0.67' no pair. Now the phase word after the name makes the name an eval one or the
+    training one, and a qualifier in parentheses is left out of the name."""
+    path = tmp_path / "run.log"
+    path.write_text("\n".join(_phase_after_lines(style)) + "\n")
+    log = read_log(path)
+    assert (log.format, log.train.height, log.eval.height) == ("colon", 100, 100)
+    assert "eval_loss" in log.eval.columns and "loss_val" not in log.train.columns
+    (f,) = of(analyze(log), "nonfinite")
+    assert f.metric == "loss"
+
+
+def test_litgpt_reports(tmp_path: Path) -> None:
+    """litgpt's finetune scripts: 'Epoch 1 | iter 8 step 2 | loss train: 2.345, val: n/a | iter
+    time: 123.45 ms (step) remaining time: 0:10:00' and 'iter 100: val loss 2.1000, val time:
+    1234.00 ms'. No line read before; the step time keeps its unit written after a space."""
+    rng = np.random.default_rng(7)
+    rows = []
+    for it in range(1, 801):
+        loss = "nan" if it == 600 else f"{2.5 * np.exp(-it / 300) + 1 + rng.uniform(0, 0.02):.3f}"
+        rows.append(f"Epoch 1 | iter {it} step {it // 4} | loss train: {loss}, val: n/a | "
+                    f"iter time: {120 + rng.uniform(0, 5):.2f} ms{' (step)' if it % 4 == 0 else ''} "
+                    "remaining time: 0:10:00")
+        if it % 200 == 0:
+            rows.append(f"iter {it}: val loss {2.6 * np.exp(-it / 300) + 1.1:.4f}, val time: 1234.00 ms")
+    path = tmp_path / "litgpt.log"
+    path.write_text("\n".join(rows) + "\n")
+    log = read_log(path)
+    assert (log.format, log.train.height, log.eval.height) == ("colon", 800, 4)
+    assert 0.12 <= log.train["step_time_s"].median() <= 0.125
+    assert log.eval["step"].to_list() == [200, 400, 600, 800]
+    (f,) = of(analyze(log), "nonfinite")
+    assert (f.metric, f.start_step) == ("loss", 600)
+
+
+def test_deepspeed_pipeline_engine_lines(tmp_path: Path) -> None:
+    """DeepSpeed prints 'step=10, skipped=0, lr=[0.0001], mom=[(0.9, 0.999)]' and its timer's
+    '…/global_step=10, RunningAvgSamplesPerSec=45.1, …'; its pipeline engine prints the loss alone:
+    'steps: 10 loss: 2.3012 iter time (s): 0.512 samples/sec: 62.500'. The key=value lines won the
+    sniff and held no metric: exit 2 'no kv records', the loss unread. A key=value line counts for
+    that format only when it holds a metric."""
+    rows = []
+    for st in range(10, 3001, 10):
+        loss = "nan" if st == 2000 else f"{2.5 * np.exp(-st / 900) + 1:.4f}"
+        rows += [f"[2024-01-01 10:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] step={st}, "
+                 "skipped=0, lr=[0.0001], mom=[(0.9, 0.999)]",
+                 f"[2024-01-01 10:00:00,001] [INFO] [timer.py:260:stop] epoch=0/micro_step={st * 4}/"
+                 f"global_step={st}, RunningAvgSamplesPerSec=45.12, CurrSamplesPerSec=44.98, "
+                 "MemAllocated=12.34GB, MaxMemAllocated=20.1GB",
+                 f"steps: {st} loss: {loss} iter time (s): 0.512 samples/sec: 62.500"]
+    path = tmp_path / "ds.log"
+    path.write_text("\n".join(rows) + "\n")
+    log = read_log(path)
+    assert (log.format, log.train.height) == ("colon", 300)
+    assert log.train["step_time_s"].to_list()[:2] == [0.512, 0.512]
+    (f,) = of(analyze(log), "nonfinite")
+    assert (f.metric, f.start_step) == ("loss", 2000)
+
+
+def test_flax_train_and_eval_epoch_lines(tmp_path: Path) -> None:
+    """Flax's examples print 'train epoch: 3, loss: 0.2345, accuracy: 93.12' and 'eval epoch: 3, loss:
+    0.0512, accuracy: 98.30': the eval line's loss was read as a training loss, and the train/eval
+    alternation a periodicity error (exit 1 on a healthy run). A phase word before a position word
+    ('eval epoch', 'test step', 'Validation iter') makes the line an evaluation."""
+    rows = []
+    for e in range(1, 31):
+        rows += [f"train epoch: {e}, loss: {0.5 * np.exp(-e / 5) + 0.02:.4f}, accuracy: {90 + e / 10:.2f}",
+                 f"eval epoch: {e}, loss: {0.5 * np.exp(-e / 5) + 0.1:.4f}, accuracy: {89 + e / 10:.2f}"]
+    path = tmp_path / "flax.log"
+    path.write_text("\n".join(rows) + "\n")
+    log = read_log(path)
+    assert (log.format, log.train.height, log.eval.height) == ("colon", 30, 30)
+    assert alarms(analyze(log)) == []
+
+
+def test_opennmt_reports(tmp_path: Path) -> None:
+    """OpenNMT-py's 'Step 100/10000; acc: 12.34; ppl: 1234.56; xent: 7.12; lr: 0.00100; ...': 'xent'
+    (the cross-entropy) is its loss; before, no column was a loss (a 'no loss metric' warning, and
+    no detector on the loss)."""
+    rows = [f"[2024-01-01 10:00:00,000 INFO] Step {s}/10000; acc: {10 + s / 200:.2f}; "
+            f"ppl: {np.exp(2 * np.exp(-s / 3000) + 1):.2f}; xent: "
+            f"{'nan' if s == 7000 else f'{2 * np.exp(-s / 3000) + 1:.2f}'}; lr: 0.00100; sents: 1234; "
+            f"bsz: 456/789/12; 3456/4567 tok/s; {s // 10} sec;" for s in range(100, 10001, 100)]
+    path = tmp_path / "onmt.log"
+    path.write_text("\n".join(rows) + "\n")
+    log = read_log(path)
+    assert log.train.height == 100 and log.names["loss"] == "xent"
+    (f,) = of(analyze(log), "nonfinite")
+    assert (f.metric, f.start_step) == ("loss", 7000)

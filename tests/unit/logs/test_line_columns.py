@@ -313,6 +313,13 @@ COLON_STYLES = [
                  "| Epoch 2",
     lambda s, r: f"global step {s}: loss: {r.uniform(1, 3):.4f} top1: {r.uniform(0, 1):.3f} "
                  f"eta: 0:0{r.randint(0, 9)}:12",
+    # litgpt; DeepSpeed's pipeline engine; a phase after the metric's name and a qualifier
+    lambda s, r: f"Epoch 1 | iter {s} step {s // 4} | loss train: {r.uniform(1, 3):.3f}, val: n/a | "
+                 f"iter time: {r.uniform(100, 200):.2f} ms (step) remaining time: 0:10:00",
+    lambda s, r: f"steps: {s} loss: {r.uniform(1, 3):.4f} iter time (s): {r.uniform(0, 1):.3f} "
+                 f"samples/sec: {r.uniform(10, 99):.3f}",
+    lambda s, r: f"Epoch [{s}/900] | Loss Train: {r.uniform(1, 3):.4f} | Test Loss (MSE): "
+                 f"{r.uniform(1, 3):.4f} | AUC Val: {r.uniform(0, 1):.4f}",
 ]
 
 # the colon reader's other lines: multi-line records (Keras epochs, Composer's indented lines),
@@ -332,6 +339,8 @@ COLON_ODD = [
     "step = 18 | loss: 2.5 | top1: 0.3", "Step 19 | lr: 1.00e-04",
     "iter 20/1000 | loss: 2.0000 | time: 3ms | tokens/s: 1,234,567",
     "iter 21/1000 | loss: 2.0000 | time: 3ms | tokens/s: 1234",
+    "iter 22: val loss 2.4000, val time: 1234.00 ms", "Step 23 | loss: 2.0 | time: 0.5 s | mem: 5.6 GB",
+    "Step 24 | loss: 2.0 | s: 5 | lr: 1e-4", "Step 25 | loss (avg): 2.0 | lr (x): 1e-4",
 ]
 
 

@@ -325,6 +325,19 @@ def test_every_validation_name_has_a_canonical_name(prefix: str) -> None:
         assert canonical(prefix + base) == expected
 
 
+@pytest.mark.parametrize(("key", "expected"), [
+    ("Loss Train", "loss"), ("loss_train", "loss"), ("Loss/train", "loss"), ("acc_train", "acc"),
+    ("Loss Val", "eval_loss"), ("loss_valid", "eval_loss"), ("Loss/test", "eval_loss"),
+    ("accuracy_test", "eval_acc"), ("AUC Val", "eval_auc"), ("F1 Micro Val", "eval_f1_micro"),
+    ("lm_loss_val", "eval_loss"), ("train", "train"), ("test", "test"), ("std_dev", "std_dev"),
+    ("Query Images Test", "query_images_test"), ("num_val", "num_val")])
+def test_a_phase_after_the_name(key: str, expected: str) -> None:
+    """The phase written after the metric's name, as many hand-written loops and TensorBoard's
+    tutorial ('Loss/test') name them: a training or an evaluation metric, as with it in front; a
+    count of a set ('Query Images Test: 37855', a real re-identification log) is neither."""
+    assert canonical(key) == expected
+
+
 def test_a_valid_metric_of_any_name_reads(tmp_path: Path) -> None:
     path = tmp_path / "run.log"
     path.write_text("".join(f"epoch: {e}, loss: {2 - e / 10:.2f}, valid_f1: {0.5 + e / 100:.2f}, "

@@ -15,7 +15,15 @@ from losslens.logs.base import (
     small,
     whole,
 )
-from losslens.logs.names import NUMBER, STEP_KEYS
+from losslens.logs.names import (
+    NUMBER,
+    STEP_KEYS,
+    canonical,
+    is_eval,
+    is_setting,
+    is_training_metric,
+    unreserved,
+)
 from losslens.logs.sink import Accounting, Sink
 from losslens.logs.source import Source
 
@@ -126,11 +134,14 @@ class _KVParser(RegexLineParser):
 
 
 def _is_kv_record(line: str) -> bool:
+    """Two pairs or more, one of them a metric the parser makes a record of: DeepSpeed's
+    'step=10, skipped=0, lr=[0.0001], mom=[(0.9, 0.999)]' holds none (its pipeline engine prints
+    the loss on lines of their own, 'steps: 10 loss: 2.3012 ...', which another format reads)."""
     pairs = kv_pairs(line)
     if len(pairs) < 2:
         return False
-    keys = {k.lower() for k, _ in pairs}
-    return bool(keys & set(STEP_KEYS)) or any("loss" in k for k in keys)
+    names = [unreserved(canonical(k)) for k, _ in pairs if k.strip().lower() not in STEP_KEYS]
+    return any(is_training_metric(n) or is_eval(n) and not is_setting(n) for n in names)
 
 
 class KeyValue(Format):
