@@ -17,10 +17,11 @@ def _alias(canonical: str, *names: str) -> None:
 
 _alias("loss", "loss", "train_loss", "train/loss", "loss/train", "lm_loss", "trl", "training_loss",
        "train/crossentropyloss", "train_loss_step", "train/loss_step", "train_lm_loss", "total_loss",
-       "loss/train/total", "xent", "cross_entropy", "cross-entropy")
+       "loss/train/total", "xent", "cross_entropy", "cross-entropy", "ce-mean-words", "ce-mean", "ce-sum")
 _alias("acc", "acc", "accuracy", "train_acc", "train_accuracy", "train/acc", "train/accuracy",
        "token_acc", "mean_token_accuracy", "train/mean_token_accuracy", "acc/train")
-_alias("lr", "lr", "learning_rate", "train/learning_rate", "train/lr", "lr-adamw", "lr-adam", "optim0_lr0")
+_alias("lr", "lr", "learning_rate", "train/learning_rate", "train/lr", "lr-adamw", "lr-adam", "optim0_lr0",
+       "l.r.")
 _alias("grad_norm", "grad_norm", "gnorm", "train/grad_norm", "optim/total_grad_norm",
        "total_grad_norm", "grad_norm/total", "norm")
 _alias("epoch", "epoch", "train/epoch")

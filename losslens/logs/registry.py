@@ -12,6 +12,7 @@ from losslens.logs.formats.huggingface import HFStdout, TrainerState
 from losslens.logs.formats.jsonl import JsonLines, JsonRecords
 from losslens.logs.formats.kv import KeyValue
 from losslens.logs.formats.lightning import Lightning
+from losslens.logs.formats.marian import Marian
 from losslens.logs.formats.megatron import Megatron
 from losslens.logs.formats.mlflow import MlflowMetric
 from losslens.logs.formats.nanogpt import ModdedNanoGPT, NanoGPT
@@ -37,6 +38,7 @@ FORMATS: tuple[Format, ...] = (
     Table(),
     CycleGan(),
     StableBaselines(),
+    Marian(),
     MlflowMetric(),
     KeyValue(),
     Colon(),

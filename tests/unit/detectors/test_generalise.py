@@ -1336,3 +1336,29 @@ def test_opennmt_reports(tmp_path: Path) -> None:
     assert log.train.height == 100 and log.names["loss"] == "xent"
     (f,) = of(analyze(log), "nonfinite")
     assert (f.metric, f.start_step) == ("loss", 7000)
+
+
+def test_marian_training_log(tmp_path: Path) -> None:
+    """Marian NMT's reports (format from marian-dev's training/scheduler.h): 'Ep. 1 : Up. 1000 : Sen.
+    40,000 : Cost 5.12345678 * 1,234,567 @ 12,345 after 2,000,000 : Time 123.45s : 12345.67 words/s
+    : gNorm 1.2345 : L.r. 3.0000e-04' and '[valid] Ep. 1 : Up. 5000 : cross-entropy : 123.4 : new
+    best'. No line read before ('no known log format')."""
+    rows = ["[2024-01-01 09:59:00] [marian] Marian v1.12.0 65bf82ff 2023-02-21 09:56:29 -0800",
+            "[2024-01-01 09:59:30] Training started"]
+    for u in range(500, 60001, 500):
+        cost = "nan" if u == 40000 else f"{2 * np.exp(-u / 15000) + 2:.8f}"
+        rows.append(f"[2024-01-01 10:00:00] Ep. {1 + u // 20000} : Up. {u} : Sen. {u * 40:,} : Cost {cost} "
+                    f"* 1,234,567 @ 12,345 after {u * 2000:,} : Time 123.45s : 12345.67 words/s : gNorm "
+                    "1.2345 : L.r. 3.0000e-04")
+        if u % 5000 == 0:
+            rows += [f"[2024-01-01 10:00:00] [valid] Ep. 1 : Up. {u} : cross-entropy : 95.1 : new best",
+                     f"[2024-01-01 10:00:00] [valid] Ep. 1 : Up. {u} : perplexity : 7.9 : stalled 1 times "
+                     "(last best: 7.5)"]
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(rows) + "\n")
+    log = read_log(path)
+    assert (log.format, log.train.height, log.eval.height) == ("marian", 120, 24)
+    assert {"grad_norm", "lr", "tokens_per_s"} <= set(log.train.columns)
+    assert {"eval_loss", "eval_perplexity"} <= set(log.eval.columns)
+    (f,) = of(analyze(log), "nonfinite")
+    assert (f.metric, f.start_step) == ("loss", 40000)
