@@ -23,6 +23,8 @@ NAME = re.compile(r"^[A-Za-z][\w/.\-]*(?:\([\w.\-]*\)?|\))?:?$")  # 'box_loss', 
 POSITION = re.compile(r"^(\d+)(?:/(\d+))?$")  # '1/100', '25'
 MINUTES = re.compile(r"^(\d+):([0-5]\d)$")  # fastai's epoch time '00:12' (minutes:seconds)
 EVAL_FIRST = ("class", "classes")
+WIDE_CUT = re.compile(r"\s{2,}")
+RULE = re.compile(r"^[\s\-=+|]+$")  # '---  ------  ----' under a header
 STEP_FIRST = ("epoch", *STEP_KEYS)
 
 
@@ -47,6 +49,20 @@ def _header(cells: list[str]) -> bool:
     return first in STEP_FIRST and any(is_training_metric(canonical(_name(c))) for c in cells[1:])
 
 
+def _wide_header(line: str) -> list[str] | None:
+    """A header whose names hold a space, its columns parted by two or more: spaCy's 'E    #
+    LOSS TOK2VEC  LOSS NER  ENTS_F  ENTS_P  ENTS_R  SCORE' ('E' the epoch, '#' the step). The
+    names, spaces made '_', or None."""
+    cells = WIDE_CUT.split(BAR_TAIL.sub("", line).strip())
+    if len(cells) < 3 or cells[0].lower() not in (*STEP_FIRST, "e", "#") or not any(" " in c for c in cells):
+        return None
+    names = [c.replace(" ", "_") for c in cells]
+    if not all(c == "#" or all(NAME.match(w) for w in c.split()) for c in cells) or \
+            not any(is_training_metric(canonical(n)) for n in names[1:]):
+        return None
+    return names
+
+
 class _TableParser(RegexLineParser):
     noise = COMMON_NOISE
 
@@ -67,6 +83,11 @@ class _TableParser(RegexLineParser):
             else:
                 self.train = names
             return None
+        if "  " in line and (wide := _wide_header(line)) is not None:
+            self.train = wide
+            return None
+        if self.train is not None and "-" in line and RULE.match(line):
+            return None  # the rule under the header
         if cells and self.train is not None and len(cells) == len(self.train) and \
                 (pos := POSITION.match(cells[0])) is not None:
             return self._train_row(lineno, line, self.train, cells, pos)
@@ -98,9 +119,11 @@ class _TableParser(RegexLineParser):
             values[column] = v
             self.sink.names.setdefault(column, k)
         step = whole(pos.group(1))
-        if header[0].lower() == "epoch":
+        if header[0].lower() in ("epoch", "e"):
             values["epoch"] = float(step)
             self.sink.names.setdefault("epoch", header[0])
+        if "#" in header[1:]:  # spaCy: the step is the '#' column, 'E' the epoch
+            step = int(values.pop(canonical("#")))
         if not self.sink.emit(lineno, step, values):
             return "no training metric"
         self.last_step = step

@@ -1362,3 +1362,24 @@ def test_marian_training_log(tmp_path: Path) -> None:
     assert {"eval_loss", "eval_perplexity"} <= set(log.eval.columns)
     (f,) = of(analyze(log), "nonfinite")
     assert (f.metric, f.start_step) == ("loss", 40000)
+
+
+def test_spacy_train_table(tmp_path: Path) -> None:
+    """spaCy's 'spacy train' table: 'E    #       LOSS TOK2VEC  LOSS NER  ENTS_F  ENTS_P  ENTS_R  SCORE'
+    (names with a space, columns two spaces apart), a rule, then rows; 'E' the epoch, '#' the step.
+    Not read before. Two losses: 'pass --metric', and each watched for a NaN."""
+    rows = ["ℹ Pipeline: ['tok2vec', 'ner']", "ℹ Initial learn rate: 0.001",
+            "E    #       LOSS TOK2VEC  LOSS NER  ENTS_F  ENTS_P  ENTS_R  SCORE ",
+            "---  ------  ------------  --------  ------  ------  ------  ------"]
+    for s in range(0, 5000, 200):
+        ner = "nan" if s == 3000 else f"{100 * np.exp(-s / 1500) + 5:.2f}"
+        ents = f"{min(99, s / 60):>6.2f}"
+        rows.append(f"{s // 1000:>3}  {s:>6}  {10 * np.exp(-s / 2000):>12.2f}  {ner:>8}  "
+                    f"{ents}  {ents}  {ents}  {min(0.99, s / 6000):>6.2f}")
+    path = tmp_path / "spacy.log"
+    path.write_text("\n".join(rows) + "\n")
+    log = read_log(path)
+    assert (log.format, log.train.height) == ("table", 25)
+    assert log.train["step"].to_list()[:3] == [0, 200, 400] and log.train["epoch"].to_list()[-1] == 4
+    assert {f.kind for f in analyze(log).findings} >= {"nonfinite"}
+    assert [f.start_step for f in of(analyze(log, metrics=("loss_ner",)), "nonfinite")] == [3000]
