@@ -178,6 +178,9 @@ class Format:
         raise TypeError(f"{self.name} is read line by line")
 
 
+UNRECOGNISED = "unrecognised line"
+
+
 class RegexLineParser(LineParser):
     """A parser whose lines each match one of a few patterns; subclasses map the groups."""
 
@@ -187,7 +190,7 @@ class RegexLineParser(LineParser):
         for pattern, reason in self.noise:
             if pattern.search(line):
                 return reason
-        return "unrecognised line"
+        return UNRECOGNISED
 
 
 COMMON_NOISE: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -231,7 +234,7 @@ def read_lines(src: Source, fmt: Format, sink: Sink, acc: Accounting, strip: boo
             else:
                 acc.skip(reason, lineno, line)
     if parser is not None:
-        parser.finish()
+        finish_fed(parser, sink)
     acc.total = lineno
 
 
@@ -245,10 +248,33 @@ def feed_ranked(parser: LineParser, sink: Sink, lineno: int, line: str, strip: b
     if m is None and rest is line:
         return feed_line(parser, lineno, line)
     n_train, n_eval = len(sink.train), len(sink.eval)
+    if when is not None:
+        times = sink.line_times
+        times[lineno] = when
+        if len(times) > LINE_TIMES:  # (a dict keeps its order: the oldest half goes)
+            for old in list(times)[:LINE_TIMES // 2]:
+                del times[old]
     reason = feed_line(parser, lineno, rest[m.end():] if m else rest)
+    if reason == UNRECOGNISED and rest is not line and isinstance(parser, RegexLineParser):
+        reason = parser.classify_noise(line)  # its prefix may say what it is (a framework's glog line)
     for rec in sink.train[n_train:] + sink.eval[n_eval:]:
         if m:
             rec["rank"] = int(m.group(1))
         if when is not None and rec.get("time") is None:
-            rec["time"] = when
+            # the time of the line that opened the record ('Epoch 3/10' of a Keras epoch), as when
+            # the parser reads the time itself or the column-wise path joins it on the line
+            rec["time"] = sink.line_times.get(rec["line"], when)
     return reason
+
+
+LINE_TIMES = 4096  # lines whose capture time is kept for a record that a later line completes
+
+
+def finish_fed(parser: LineParser, sink: Sink) -> None:
+    """``parser.finish()``, the record it completes timed as ``feed_ranked`` times one (by the
+    capture's time of the line that opened it)."""
+    n_train, n_eval = len(sink.train), len(sink.eval)
+    parser.finish()
+    for rec in sink.train[n_train:] + sink.eval[n_eval:]:
+        if rec.get("time") is None and (when := sink.line_times.get(rec["line"])) is not None:
+            rec["time"] = when

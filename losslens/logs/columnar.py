@@ -18,7 +18,15 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from losslens.logs.base import PREFIXES, TIMESTAMP, Format, LineParser, feed_ranked, local_time_ms
+from losslens.logs.base import (
+    PREFIXES,
+    TIMESTAMP,
+    Format,
+    LineParser,
+    feed_ranked,
+    finish_fed,
+    local_time_ms,
+)
 from losslens.logs.names import (
     MAGNITUDE,
     STEP_KEYS,
@@ -419,7 +427,7 @@ def read_columns(src: Source, parser: LineParser, sink: Sink, acc: Accounting, s
     """A line format chunk by chunk (see ``read_chunk``), then the parser's ``finish``."""
     for chunk in src.chunks():
         read_chunk(chunk, acc.total + 1, sink, acc, parser, strip, rows)
-    parser.finish()
+    finish_fed(parser, sink)
 
 
 def ranked_feed(sink: Sink, strip: bool) -> Callable[[Any, int, str], str | None]:

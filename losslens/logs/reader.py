@@ -71,8 +71,10 @@ def strips(fmt: Format, lines: list[str], limit: int = SNIFF_LINES,
         return False
     better, same = fmt.sniff(stripped), fmt.sniff(raw)
     # a torchrun rank prefix behind the capture's ('2024-05-01T10:00:00Z [rank3]: step=…'): only
-    # with the capture's prefixes cut off are the ranks told apart (else their records mix)
-    return better > same or (better == same and 2 * sum(map(_rank_behind, lines[:limit])) > len(raw))
+    # with the capture's prefixes cut off are the ranks told apart (else their records mix); and
+    # the generic 'key: value' reader reads pairs out of a prefix too (glog's 'solver.cpp:228]')
+    return better > same or (better == same and (
+        fmt.generic or 2 * sum(map(_rank_behind, lines[:limit])) > len(raw)))
 
 
 def _rank_behind(line: str) -> bool:

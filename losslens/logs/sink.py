@@ -100,6 +100,9 @@ class Sink:
     mixed: Counter[str] = field(default_factory=Counter)  # how many were left out, by metric
     # a chunk's per-line tags for the vectorised readers' rows: line, a capture's time ('when'), rank
     tags: pl.DataFrame | None = None
+    # the capture's times of the last lines fed without their prefixes (line → time), for a record
+    # that one of them opened and a later line completes (see base.feed_ranked)
+    line_times: dict[int, datetime] = field(default_factory=dict)
 
     def _fits(self, name: str, is_list: bool) -> bool:
         """Whether a value of this shape can join ``name``'s column (counted when not)."""

@@ -21,7 +21,7 @@ from losslens.analysis import analyze
 from losslens.errors import LossLensError
 from losslens.findings import Finding, Report, Severity
 from losslens.logs import BY_NAME, sniff
-from losslens.logs.base import Format, LineParser, feed_ranked
+from losslens.logs.base import Format, LineParser, feed_ranked, finish_fed
 from losslens.logs.columnar import read_chunk, rows_of
 from losslens.logs.formats.kv import columns
 from losslens.logs.frame import assemble
@@ -308,7 +308,7 @@ class Watcher:
         self.provisional, self.replay = False, []
         if self.parser is not None:
             n = len(self.sink.train)
-            self.parser.finish()
+            finish_fed(self.parser, self.sink)
             self._arrived(self.sink.train)
             self.train.extend(self.sink.train[:])
             self.new_records += len(self.sink.train) - n

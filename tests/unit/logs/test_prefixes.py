@@ -114,3 +114,43 @@ def test_prefixed_logs_behind_a_long_preamble(tmp_path: Path, capture: str, body
     w.analyse(now=0.0)
     assert w.format is not None and w.format.name == body and w.acc.parsed == 40
     assert w.report is not None and any(f.kind == "nonfinite" for f in w.report.findings)
+
+
+@pytest.mark.parametrize("prefix", [
+    "I0101 10:00:{s:02d}.123456 12345 solver.cpp:228] ",
+    "2024-05-01 10:00:{s:02d}.123 | INFO | yolox.core.trainer:after_iter:246 - "])
+def test_a_code_location_in_a_prefix_is_no_metric(tmp_path: Path, prefix: str) -> None:
+    """Caffe's glog lines ('I0101 10:00:00.123456 12345 solver.cpp:228] Iteration 100, loss = 2.3')
+    and loguru's were read by the generic 'key: value' reader with their prefixes on, as well as
+    without: 'solver.cpp:228' became a metric 'solver_cpp' on every record. Where the generic reader
+    reads as many lines either way, the prefixes are cut."""
+    lines = [prefix.format(s=s % 60) + f"Iteration {s}, loss = {'nan' if s == 700 else 2.5 - s / 1000}"
+             for s in range(0, 1000, 10)]
+    path = tmp_path / "caffe.log"
+    path.write_text("\n".join(lines) + "\n")
+    log = read_log(path)
+    assert log.format == "colon" and set(log.train.columns) - {"step", "line", "time", "segment"} == {"loss"}
+    assert [f.start_step for f in analyze(log).findings if f.kind == "nonfinite"] == [700]
+
+
+def test_a_record_over_several_prefixed_lines_keeps_its_first_line_s_time(tmp_path: Path) -> None:
+    """'2025-11-18 20:28:28,581 - INFO - Epoch 1/20' then '… - Train Loss: 2.0380, Train Acc: 16.41%'
+    and '… - Val Loss: …' (a real log's shape): the epoch's record took the time of the line that
+    closed it (the next epoch's head, after a restart five minutes later: every time one record
+    late, and the last record none). It takes the time of the line that opened it, as the parser
+    reading the prefix itself does."""
+    from datetime import datetime, timedelta
+
+    t0, rows, heads = datetime(2025, 11, 18, 20, 28, 28), [], []
+    for e in range(1, 21):
+        at = t0 + timedelta(minutes=3 * e)
+        heads.append(at)
+        stamp = [(at + timedelta(seconds=s)).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3] for s in (0, 15, 16, 17)]
+        rows += [f"{stamp[0]} - INFO - Epoch {e}/20",
+                 f"{stamp[1]} - INFO - Train Loss: {2.0 - e / 20:.4f}, Train Acc: {16 + e:.2f}%",
+                 f"{stamp[2]} - INFO - Val Loss: {1.9 - e / 20:.4f}, Val Acc: {18 + e:.2f}%",
+                 f"{stamp[3]} - INFO - Model saved at checkpoints/resnet_epoch_{e - 1}.pth"]
+    path = tmp_path / "train.log"
+    path.write_text("\n".join(rows) + "\n")
+    log = read_log(path)
+    assert log.train.height == 20 and log.train["time"].to_list() == heads

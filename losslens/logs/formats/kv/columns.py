@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from losslens.logs.base import TIMESTAMP, Format, LineParser
+from losslens.logs.base import TIMESTAMP, Format, LineParser, finish_fed
 from losslens.logs.columnar import (
     account_chunk,
     add_rows,
@@ -187,7 +187,7 @@ def read(src: Source, fmt: Format, sink: Sink, acc: Accounting, strip: bool = Fa
     tpls: list[Template] | None = None
     for chunk in src.chunks():
         tpls = read_chunk(chunk, acc.total + 1, tpls, sink, acc, parser, strip)
-    parser.finish()
+    finish_fed(parser, sink)
 
 
 def read_chunk(chunk: bytes, first: int, tpls: list[Template] | None, sink: Sink, acc: Accounting,
