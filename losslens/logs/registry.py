@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from losslens.errors import UsageError
 from losslens.logs.base import Format
+from losslens.logs.formats.boosting import Boosting
 from losslens.logs.formats.colon import Colon
 from losslens.logs.formats.csvlog import Csv
 from losslens.logs.formats.cyclegan import CycleGan
@@ -39,6 +40,7 @@ FORMATS: tuple[Format, ...] = (
     CycleGan(),
     StableBaselines(),
     Marian(),
+    Boosting(),
     MlflowMetric(),
     KeyValue(),
     Colon(),

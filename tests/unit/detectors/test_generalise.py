@@ -1383,3 +1383,38 @@ def test_spacy_train_table(tmp_path: Path) -> None:
     assert log.train["step"].to_list()[:3] == [0, 200, 400] and log.train["epoch"].to_list()[-1] == 4
     assert {f.kind for f in analyze(log).findings} >= {"nonfinite"}
     assert [f.start_step for f in of(analyze(log, metrics=("loss_ner",)), "nonfinite")] == [3000]
+
+
+def _boosting_lines(lib: str, rounds: int = 300, nan_at: int | None = None) -> list[str]:
+    head = ["[LightGBM] [Info] Number of positive: 500, number of negative: 500",
+            "[LightGBM] [Warning] No further splits with positive gain, best gain: -inf"]
+    rows = head if lib == "lightgbm" else []
+    for i in range(rounds):
+        train = 0.6 * np.exp(-i / 60) + 0.05
+        val = 0.6 * np.exp(-i / 60) + 0.1 + max(0, i - 150) * 0.002  # overfits after round 150
+        t = "nan" if i == nan_at else f"{train:.6f}"
+        rows.append({"xgboost": f"[{i}]\ttrain-logloss:{t}\teval-logloss:{val:.6f}",
+                     "lightgbm": f"[{i + 1}]\ttraining's binary_logloss: {t}\tvalid_1's binary_logloss: "
+                                 f"{val:.6f}\tvalid_1's auc: {0.9:.6f}",
+                     "catboost": f"{i}:\tlearn: {t}\ttest: {val:.7f}\tbest: {val:.7f} ({i})\ttotal: {i}ms\t"
+                                 "remaining: 1.2s"}[lib])
+    return rows
+
+
+@pytest.mark.parametrize("lib", ["xgboost", "lightgbm", "catboost"])
+def test_gradient_boosting_logs(tmp_path: Path, lib: str) -> None:
+    """XGBoost's '[12]\\ttrain-logloss:0.21\\teval-logloss:0.25', LightGBM's "[12]\\ttraining's
+    binary_logloss: 0.21\\tvalid_1's binary_logloss: 0.25" and CatBoost's '12:\\tlearn: 0.21\\ttest:
+    0.25\\tbest: …' were 'no known log format' (XGBoost's read as eval metrics only, no step). The round
+    is the step, the training set's loss the loss, the first evaluated set's the eval loss: a
+    validation loss rising while the training loss falls is found; LightGBM's 'best gain: -inf' warning
+    is no metric."""
+    path = tmp_path / f"{lib}.log"
+    path.write_text("\n".join(_boosting_lines(lib)) + "\n")
+    log = read_log(path)
+    assert (log.format, log.train.height, log.eval.height) == ("boosting", 300, 300)
+    report = analyze(log)
+    assert of(report, "nonfinite") == [] and len(of(report, "overfitting")) == 1
+    path.write_text("\n".join(_boosting_lines(lib, nan_at=200)) + "\n")
+    (f,) = of(analyze(read_log(path)), "nonfinite")
+    assert (f.metric, f.start_step) == ("loss", 200 + (lib == "lightgbm"))
