@@ -33,7 +33,7 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 # them against the registries)
 FORMAT_NAMES = ("auto", "trainer-state", "json-records", "jsonl", "csv", "hf", "megatron", "fairseq",
                 "nanogpt", "modded-nanogpt", "torchtitan", "lightning", "olmo", "table", "cyclegan", "sb3",
-                "marian", "boosting", "mlflow", "kv", "colon", "tensorboard")
+                "marian", "boosting", "darknet", "mlflow", "kv", "colon", "tensorboard")
 STRATEGY_NAMES = ("static-sorted", "random", "bucketed-shuffle", "stride-interleave", "hf-group-by-length",
                   "hf-random", "torch-distributed", "fairseq", "lhotse")
 

@@ -8,6 +8,7 @@ from losslens.logs.formats.boosting import Boosting
 from losslens.logs.formats.colon import Colon
 from losslens.logs.formats.csvlog import Csv
 from losslens.logs.formats.cyclegan import CycleGan
+from losslens.logs.formats.darknet import Darknet
 from losslens.logs.formats.fairseq import Fairseq
 from losslens.logs.formats.huggingface import HFStdout, TrainerState
 from losslens.logs.formats.jsonl import JsonLines, JsonRecords
@@ -41,6 +42,7 @@ FORMATS: tuple[Format, ...] = (
     StableBaselines(),
     Marian(),
     Boosting(),
+    Darknet(),
     MlflowMetric(),
     KeyValue(),
     Colon(),

@@ -1418,3 +1418,30 @@ def test_gradient_boosting_logs(tmp_path: Path, lib: str) -> None:
     path.write_text("\n".join(_boosting_lines(lib, nan_at=200)) + "\n")
     (f,) = of(analyze(read_log(path)), "nonfinite")
     assert (f.metric, f.start_step) == ("loss", 200 + (lib == "lightgbm"))
+
+
+def test_darknet_yolo_training_output(tmp_path: Path) -> None:
+    """AlexeyAB's darknet prints ' 1000: 2.345678, 2.456789 avg loss, 0.001000 rate, 3.21 seconds, 64000
+    images, 12.3 hours left' after three YOLO layers' lines ('v3 (mse loss, …) Region 139 Avg (IOU: …),
+    count: 5, class_loss = 1.2, iou_loss = 3.4, total_loss = 4.6'): the key=value reader took the
+    layer lines (the first layer's 'total_loss' became the loss) and a NaN in the iteration's loss
+    was unseen (exit 0). The iteration line is the record, the layer lines its detail; with '-map'
+    'Last accuracy mAP@0.5 = 45.23 %' is an evaluation."""
+    rng = np.random.default_rng(3)
+    rows = ["yolov4-custom", " Loaded: 0.000040 seconds"]
+    for it in range(1, 1201):
+        rows += [f"v3 (mse loss, Normalizer: (iou: 0.75, obj: 1.00, cls: 1.00) Region {r} Avg (IOU: 0.31), "
+                 f"count: 5, class_loss = {rng.uniform(1, 2):.6f}, iou_loss = 3.4, total_loss = 4.6 "
+                 for r in (139, 150, 161)]
+        loss = "-nan" if it == 900 else f"{5 * np.exp(-it / 300) + 0.5:.6f}"
+        rows += [" (next mAP calculation at 1000 iterations) ",
+                 f" {it}: {loss}, {5 * np.exp(-it / 300) + 0.6:.6f} avg loss, 0.001000 rate, 3.212345 "
+                 f"seconds, {it * 64} images, 12.345 hours left"]
+        if it % 400 == 0:
+            rows.append(f" Last accuracy mAP@0.5 = {40 + it / 100:.2f} %, best = 47.00 % ")
+    path = tmp_path / "darknet.log"
+    path.write_text("\n".join(rows) + "\n")
+    log = read_log(path)
+    assert (log.format, log.train.height, log.eval.height) == ("darknet", 1200, 3)
+    assert log.eval["step"].to_list() == [400, 800, 1200]
+    assert [(f.metric, f.start_step) for f in of(analyze(log), "nonfinite")] == [("loss", 900)]
