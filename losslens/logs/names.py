@@ -44,7 +44,7 @@ _alias("perplexity", "ppl", "perplexity", "train/perplexity", "train_perplexity_
 # keys that count a position in training rather than measure it
 STEP_KEYS = ("step", "global_step", "num_updates", "current_steps", "_step", "iteration",
              "iter", "trainer/global_step", "train/global_step", "global_step/max_steps", "s",
-             "time/batch", "steps", "completed step")
+             "time/batch", "steps", "completed step", "training_iteration")
 
 _SANITISE = re.compile(r"[^0-9a-z]+")
 _LR_MONITOR = re.compile(r"^lr-[a-z0-9_]+(?:/(?:group|pg)0)?$")

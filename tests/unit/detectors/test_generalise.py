@@ -1445,3 +1445,27 @@ def test_darknet_yolo_training_output(tmp_path: Path) -> None:
     assert (log.format, log.train.height, log.eval.height) == ("darknet", 1200, 3)
     assert log.eval["step"].to_list() == [400, 800, 1200]
     assert [(f.metric, f.start_step) for f in of(analyze(log), "nonfinite")] == [("loss", 900)]
+
+
+@pytest.mark.parametrize("name", ["result.json", "progress.csv"])
+def test_ray_tune_trial_results(tmp_path: Path, name: str) -> None:
+    """Ray Tune / RLlib write a trial's results as JSON lines (result.json) and CSV (progress.csv),
+    'training_iteration' counting the reports: it is the step (was a metric column, the steps the
+    record order: a trial restored from a checkpoint, which reports its iterations again, was
+    not seen as a restart)."""
+    import json
+
+    iters = [*range(1, 61), *range(41, 101)]  # restored at iteration 40 after a failure at 60
+    rows = [{"loss": 2 * np.exp(-i / 30) + 0.5, "accuracy": 0.5 + i / 300, "timestamp": 1700000000 + k,
+             "done": False, "training_iteration": i, "trial_id": "a1b2c3", "time_this_iter_s": 10.1,
+             "config": {"lr": 0.001}} for k, i in enumerate(iters)]
+    path = tmp_path / name
+    if name.endswith(".json"):
+        path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    else:
+        keys = [k for k in rows[0] if k != "config"]
+        table = [",".join(keys)] + [",".join(str(r[k]) for k in keys) for r in rows]
+        path.write_text("\n".join(table) + "\n")
+    log = read_log(path)
+    assert log.train["step"].to_list() == iters and log.train["segment"].n_unique() == 2
+    assert "training_iteration" not in log.train.columns
