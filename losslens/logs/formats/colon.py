@@ -111,10 +111,15 @@ _PHASES = r"(?:validation|valid|val|evaluation|eval|testing|test)"
 PHASE_WORD = re.compile(rf"\b{_PHASES}\b", re.IGNORECASE)
 # a message that opens with its phase: 'Validation - Loss: 0.2009, F1: 0.99', '[val] epoch:3
 # miou:0.6', 'Test | loss 0.3', 'Eval: loss: 0.41', Flax's 'eval epoch: 3, loss: 0.05, accuracy: 98.3'
-# (not 'Val loss: 0.3': that key says it itself)
+# PyTorch Ignite's 'Validation Results - Epoch: 1  Avg accuracy: 0.93 Avg loss: 0.24' (not 'Val loss:
+# 0.3': that key says it itself)
 EVAL_LEAD = re.compile(
-    rf"^\s*(?:\[\s*{_PHASES}\s*\]|{_PHASES}\s*(?:-\s|\||:(?=\s*[A-Za-z_][\w ]{{0,30}}[:=]))"
+    rf"^\s*(?:\[\s*{_PHASES}\s*\]|{_PHASES}(?:\s+(?:results|metrics|summary|set))?\s*"
+    rf"(?:-\s|\||:(?=\s*[A-Za-z_][\w ]{{0,30}}[:=]))"
     rf"|{_PHASES}\s+(?:epoch|step|iter|iteration|batch|round)\b)", re.IGNORECASE)
+# a head that opens an evaluation ('***** Evaluating perplexity, Epoch 1/3 *****', DeepSpeed-Chat): the
+# lines after it are the evaluation's, at the last train step
+EVAL_OPENS = re.compile(r"\b(?:evaluat|validat)(?:ing|ion)\b|\btesting\b", re.IGNORECASE)
 
 
 def eval_lead(line: str) -> bool:
@@ -325,7 +330,10 @@ class _ColonParser(RegexLineParser):
             if (step is not None or epoch is not None) and _is_header(line):
                 # 'Epoch 3/10', '[epoch=1][batch=16/100]:' open a record the next lines fill
                 self._close()
-                self.pending = _Record(lineno, step if step is not None else epoch, metrics, time)
+                if EVAL_OPENS.search(line):  # an evaluation's head: its metrics at the last train step
+                    self.pending = _Record(lineno, self.last_step, {}, time, "eval")
+                else:
+                    self.pending = _Record(lineno, step if step is not None else epoch, metrics, time)
                 return None
             if self.pending is not None and metrics:
                 self._extend(metrics)

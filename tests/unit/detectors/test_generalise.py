@@ -1469,3 +1469,42 @@ def test_ray_tune_trial_results(tmp_path: Path, name: str) -> None:
     log = read_log(path)
     assert log.train["step"].to_list() == iters and log.train["segment"].n_unique() == 2
     assert "training_iteration" not in log.train.columns
+
+
+def test_ignite_validation_results_are_evaluations(tmp_path: Path) -> None:
+    """PyTorch Ignite's examples: 'Epoch[1] Iteration[100/469] Loss: 0.23', then 'Training Results -
+    Epoch: 1  Avg accuracy: 0.92 Avg loss: 0.25' and 'Validation Results - Epoch: 1  Avg accuracy:
+    0.93 Avg loss: 0.24'. The validation results were training records; a phase word and 'Results'
+    (or 'Metrics', 'Summary', 'Set') before the separator open an evaluation line."""
+    rows = []
+    for e in range(1, 11):
+        rows += [f"Epoch[{e}] Iteration[{i}/469] Loss: {2 / (1 + (e * 469 + i) / 1000):.2f}"
+                 for i in range(10, 470, 10)]
+        rows += [f"Training Results - Epoch: {e}  Avg accuracy: {0.9 + e / 200:.2f} Avg loss: 0.25",
+                 f"Validation Results - Epoch: {e}  Avg accuracy: {0.9 + e / 250:.2f} Avg loss: 0.24"]
+    path = tmp_path / "ignite.log"
+    path.write_text("\n".join(rows) + "\n")
+    log = read_log(path)
+    assert log.eval.height == 10 and "eval_avg_loss" in log.eval.columns
+    assert "eval_avg_loss" not in log.train.columns
+
+
+def test_an_evaluation_head_opens_an_evaluation(tmp_path: Path) -> None:
+    """DeepSpeed-Chat's SFT step prints '***** Evaluating perplexity, Epoch 1/3 *****' then 'ppl:
+    12.3, loss: 2.5': the head opened a training record at step 1 (the epoch), and the eval loss
+    joined the training loss there, a step going back (a restart reported). A head naming an
+    evaluation opens an evaluation record at the last training step."""
+    rows = []
+    for e in range(3):
+        rows.append(f"Beginning of Epoch {e + 1}/3, Total Micro Batches 1000")
+        rows += [f"Epoch: {e}, Step: {s}, Rank: 0, loss = {2 / (1 + (e * 1000 + s) / 500):.4f}"
+                 for s in range(0, 1000, 20)]
+        rows += [f"***** Evaluating perplexity, Epoch {e + 1}/3 *****",
+                 f"ppl: {7.5 - e:.4f}, loss: {2.0 - e / 10:.4f}"]
+    path = tmp_path / "sft.log"
+    path.write_text("\n".join(rows) + "\n")
+    log = read_log(path)
+    assert log.train["segment"].n_unique() == 1 and log.train.height == 150
+    assert log.eval["eval_loss"].to_list() == [2.0, 1.9, 1.8]
+    last = log.train["step"].to_list()[49::50]  # each epoch's last training record
+    assert log.eval["step"].to_list() == last
