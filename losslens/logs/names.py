@@ -66,7 +66,8 @@ def _english(key: str) -> str:
     return " ".join(key.split())
 
 
-_EVAL_PREFIXES = ("eval_", "eval/", "val_", "val/", "valid_", "valid/", "validation_", "validation/")
+_EVAL_PREFIXES = ("eval_", "eval/", "val_", "val/", "valid_", "valid/", "validation_", "validation/",
+                  "full_validation_", "test_", "test/")
 
 
 @lru_cache(maxsize=4096)  # per-line readers ask for the same few keys on every line

@@ -42,7 +42,24 @@ NOISE = [
     "[2026-05-15 21:30:10] step=87 loss= 0.9 acc=0.1",  # empty value
     "[2026-05-15 21:30:11] step=88 loss=0.9~x acc=0.1",  # '~' inside a value
     "[2026-05-15 21:30:12] step=89 loss=0.9 acc=0.1 tokens=1.05M wait=3m params=7B",  # magnitudes
+    "Step 90/1000: training loss=0.9, validation loss=1.1, full validation loss=1.0",  # OpenAI's events
+    "[2026-05-15 21:30:13] step=91 train loss=0.9 val acc=0.5 test acc = 0.4 eval step=3",
 ]
+
+
+def test_a_phase_word_before_a_loss_is_part_of_its_key(tmp_path) -> None:
+    """OpenAI fine-tuning's events, 'Step 100/1000: training loss=0.21, validation loss=0.33, full
+    validation loss=0.30': every pair was 'loss', the first kept, the validation loss lost. A phase
+    word before 'loss' or 'acc' is part of the key, line by line and column-wise."""
+    lines = [f"Step {s}/1000: training loss={2 / (1 + s / 100):.4f}"
+             + (f", validation loss={2.2 / (1 + s / 100):.4f}" if s % 50 == 0 else "")
+             for s in range(1, 5001)]
+    path = tmp_path / "ft.log"
+    path.write_text("\n".join(lines) + "\n")
+    assert_same(path)
+    log = read_log(path)
+    assert (log.format, log.train.height, log.eval.height) == ("kv", 5000, 100)
+    assert log.eval["eval_loss"][0] == round(2.2 / 1.5, 4)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

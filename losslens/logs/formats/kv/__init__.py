@@ -27,8 +27,12 @@ from losslens.logs.names import (
 from losslens.logs.sink import Accounting, Sink
 from losslens.logs.source import Source
 
-# 'key=value', and 'key = value' with one space on each side (Python's print(f"{k} = {v}"))
-KV = re.compile(r"(?<![\w/.\-])([A-Za-z_][\w/.\-]*)(?: ?([=~]) ?)(\[[^\]]*\]|[^\s|,;\[\]()=]+)")
+# 'key=value', and 'key = value' with one space on each side (Python's print(f"{k} = {v}")); a phase
+# word before a loss or an accuracy is part of its key (OpenAI fine-tuning's events: 'Step 100/1000:
+# training loss=0.21, validation loss=0.33, full validation loss=0.30')
+KV = re.compile(r"(?<![\w/.\-])((?:(?i:full )?(?i:training|train|validation|valid|val|eval|test) "
+                r"(?=(?i:loss|acc|accuracy)[ =~]))?[A-Za-z_][\w/.\-]*)(?: ?([=~]) ?)"
+                r"(\[[^\]]*\]|[^\s|,;\[\]()=]+)")
 
 
 TOKRATE = re.compile(rf"\(\s*({NUMBER})\s*([KMG]?)tok/s\s*\)")
