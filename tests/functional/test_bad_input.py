@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -256,3 +257,31 @@ def test_a_csv_with_damaged_rows_near_its_header_is_still_csv(tmp_path: Path) ->
     assert dict(log.lines.skipped) == {"wrong number of CSV fields": 2}
     proc = run("check", str(path))
     assert proc.returncode == 1 and b"nonfinite" in proc.stdout
+
+
+NUMBER_RUN = re.compile(r"\d+(?:\.\d+)?")
+ODD_NUMBERS = ["nan", "-inf", "1e999", "99999999999999999999999", "", "x", "0", "-1", "1,5", "0.5.5"]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_every_format_s_line_damaged_never_crashes(tmp_path: Path, data: st.DataObject) -> None:
+    """Each format's own example line (a new format is covered without editing this test) with its
+    numbers replaced by odd ones (NaN, inf, overflow, digits past int64, nothing, text), cut short,
+    among intact ones: read as the format and sniffed, never a traceback, every line accounted."""
+    from losslens.logs import FORMATS
+
+    fmt = data.draw(st.sampled_from([f for f in FORMATS if not f.whole_file]))
+    lines = []
+    for _ in range(data.draw(st.integers(1, 30))):
+        line = NUMBER_RUN.sub(lambda m: data.draw(st.sampled_from([m.group(), *ODD_NUMBERS])), fmt.example)
+        lines.append(line[:data.draw(st.integers(0, len(line)))] if data.draw(st.booleans()) else line)
+    path = tmp_path / "damaged.log"
+    path.write_text("\n".join([fmt.example, *lines]) + "\n")
+    for name in (fmt.name, None):
+        try:
+            log = read_log(path, format=name)
+        except LossLensError:
+            continue
+        acc = log.lines
+        assert acc.parsed + acc.n_skipped + acc.blank == acc.total == len(lines) + 1
