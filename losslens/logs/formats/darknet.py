@@ -1,5 +1,5 @@
 """Darknet's training output (pjreddie's and AlexeyAB's YOLO trainers, ``detector.c``): one line an
-iteration,
+iteration ('… avg, …' in pjreddie's, '… avg loss, …' in AlexeyAB's),
 
     1000: 2.345678, 2.456789 avg loss, 0.001000 rate, 3.212345 seconds, 64000 images, 12.3 hours left
 
@@ -16,11 +16,13 @@ from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser
 from losslens.logs.names import NUMERIC, parse_number
 from losslens.logs.sink import Sink
 
-ITERATION = re.compile(rf"^\s*(\d+): ({NUMERIC}), ({NUMERIC}) avg loss, ({NUMERIC}) rate, "
+ITERATION = re.compile(rf"^\s*(\d+): ({NUMERIC}), ({NUMERIC}) avg(?: loss)?, ({NUMERIC}) rate, "
                        rf"({NUMERIC}) seconds, \d+ images(?:, .*)?$")
 # the YOLO layers' lines (AlexeyAB: ' v3 (mse loss, …) Region 82 Avg (IOU: …), count: 5, class_loss = 1.2,
-# …'; pjreddie: 'Region 82 Avg IOU: 0.32, Class: 0.45, Obj: 0.12, …'): details of the iteration line after
-LAYER = re.compile(r"\bRegion \d+ Avg[ (]|^\s*v3 \(")
+# …'; pjreddie: 'Region 82 Avg IOU: 0.32, Class: 0.45, Obj: 0.12, …', YOLOv2's 'Region Avg IOU: …'):
+# details of the iteration line after; their '-nan' is a scale that saw no object ('count: 0'),
+# not a failure
+LAYER = re.compile(r"\bRegion (?:\d+ )?Avg[ (]|^\s*v3 \(")
 MAP = re.compile(rf"Last accuracy mAP@([\d.]+) = ({NUMERIC}) ?%")
 
 
