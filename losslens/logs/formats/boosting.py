@@ -25,6 +25,9 @@ LGB = re.compile(rf"^\[(\d+)\]((?:\t[\w.]+'s [\w@.\-]+: {NUMERIC})+)\s*$")
 LGB_PAIR = re.compile(rf"\t([\w.]+)'s ([\w@.\-]+): ({NUMERIC})")
 CATBOOST = re.compile(rf"^(\d+):((?:\t(?:learn|test\d*|eval\w*): {NUMERIC})+)(?:\tbest: .*)?"
                       rf"(?:\ttotal: ([\d.]+\w*))?(?:\tremaining: [\d.]+\w*)?\s*$")
+# LightGBM's 'Early stopping, best iteration is:' / 'Did not meet early stopping. Best iteration is:',
+# then the best round's line again
+BEST = re.compile(r"^(?:Early stopping, best|Did not meet early stopping\. Best) iteration is:")
 CB_PAIR = re.compile(rf"\t(learn|test\d*|eval\w*): ({NUMERIC})")
 
 TRAIN_SETS = frozenset({"train", "training", "learn", "dtrain", "train_set"})
@@ -36,9 +39,8 @@ LOSSES = frozenset({"logloss", "mlogloss", "binary_logloss", "multi_logloss", "c
 
 
 class _BoostingParser(RegexLineParser):
-    noise = ((re.compile(r"^\[LightGBM\] |^Training until validation scores|^Early stopping|"
-                         r"^Did not meet early stopping|^(?:Stopped|Will train until)|^bestTest = |"
-                         r"^bestIteration = |^Shrink model to first"), "the library's message"),
+    noise = ((re.compile(r"^\[LightGBM\] |^Training until validation scores|^(?:Stopped|Will train until)|"
+                         r"^bestTest = |^bestIteration = |^Shrink model to first"), "the library's message"),
              *COMMON_NOISE)
 
     def __init__(self, sink: Sink):
@@ -46,9 +48,14 @@ class _BoostingParser(RegexLineParser):
         self.sets: list[str] = []  # the evaluated sets in their first order (the first the eval loss)
         self.loss: tuple[str, str] | None = None  # (set, metric) read as the loss
         self.eval_loss: tuple[str, str] | None = None
+        self.best_next = False  # the next round line repeats the best round
 
     def feed(self, lineno: int, line: str) -> str | None:
         text = line.rstrip("\r\n")
+        if BEST.search(text):
+            self.best_next = True  # LightGBM's early stopping: the best round is printed again after it
+            return None
+        best, self.best_next = self.best_next, False
         if (m := XGB.match(text)) is not None:
             pairs = XGB_PAIR.findall(m.group(2))
         elif (m := LGB.match(text)) is not None:
@@ -57,6 +64,8 @@ class _BoostingParser(RegexLineParser):
             pairs = [(data, "loss", value) for data, value in CB_PAIR.findall(m.group(2))]
         else:
             return self.classify_noise(line)
+        if best:
+            return "the best round, printed again"
         metrics: dict[str, Value | None] = {}
         for data, metric, value in pairs:
             name = self._column(data, metric)

@@ -1388,7 +1388,7 @@ def test_spacy_train_table(tmp_path: Path) -> None:
 def _boosting_lines(lib: str, rounds: int = 300, nan_at: int | None = None) -> list[str]:
     head = ["[LightGBM] [Info] Number of positive: 500, number of negative: 500",
             "[LightGBM] [Warning] No further splits with positive gain, best gain: -inf"]
-    rows = head if lib == "lightgbm" else []
+    rows = list(head) if lib == "lightgbm" else []
     for i in range(rounds):
         train = 0.6 * np.exp(-i / 60) + 0.05
         val = 0.6 * np.exp(-i / 60) + 0.1 + max(0, i - 150) * 0.002  # overfits after round 150
@@ -1398,6 +1398,8 @@ def _boosting_lines(lib: str, rounds: int = 300, nan_at: int | None = None) -> l
                                  f"{val:.6f}\tvalid_1's auc: {0.9:.6f}",
                      "catboost": f"{i}:\tlearn: {t}\ttest: {val:.7f}\tbest: {val:.7f} ({i})\ttotal: {i}ms\t"
                                  "remaining: 1.2s"}[lib])
+    if lib == "lightgbm":  # early stopping prints the best round again
+        rows += ["Early stopping, best iteration is:", rows[150 + len(head)]]
     return rows
 
 
@@ -1413,6 +1415,7 @@ def test_gradient_boosting_logs(tmp_path: Path, lib: str) -> None:
     path.write_text("\n".join(_boosting_lines(lib)) + "\n")
     log = read_log(path)
     assert (log.format, log.train.height, log.eval.height) == ("boosting", 300, 300)
+    assert log.train["segment"].n_unique() == 1
     report = analyze(log)
     assert of(report, "nonfinite") == [] and len(of(report, "overfitting")) == 1
     path.write_text("\n".join(_boosting_lines(lib, nan_at=200)) + "\n")
