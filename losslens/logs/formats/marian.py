@@ -32,6 +32,9 @@ class _MarianParser(RegexLineParser):
               "Marian's progress message"),
              (re.compile(r"\[(?:marian|memory|data|config|comm|training|valid|scorers?|gpu|logits)\] "),
               "Marian's setup message"),
+             # a translation validator's script (Moses' detokenizer) writes to the same stream
+             (re.compile(r"^Detokenizer Version |^Language: \w+$|^Tokenizer Version "),
+              "a validation script's message"),
              *COMMON_NOISE)
 
     def feed(self, lineno: int, line: str) -> str | None:

@@ -1353,13 +1353,15 @@ def test_marian_training_log(tmp_path: Path) -> None:
         if u % 5000 == 0:
             rows += [f"[2024-01-01 10:00:00] [valid] Ep. 1 : Up. {u} : cross-entropy : 95.1 : new best",
                      f"[2024-01-01 10:00:00] [valid] Ep. 1 : Up. {u} : perplexity : 7.9 : stalled 1 times "
-                     "(last best: 7.5)"]
+                     "(last best: 7.5)", "Detokenizer Version $Revision: 4134 $", "Language: en",
+                     f"[2024-01-01 10:01:00] [valid] Ep. 1 : Up. {u} : translation : 28.9 : new best"]
     path = tmp_path / "train.log"
     path.write_text("\n".join(rows) + "\n")
     log = read_log(path)
-    assert (log.format, log.train.height, log.eval.height) == ("marian", 120, 24)
+    assert (log.format, log.train.height, log.eval.height) == ("marian", 120, 36)
     assert {"grad_norm", "lr", "tokens_per_s"} <= set(log.train.columns)
-    assert {"eval_loss", "eval_perplexity"} <= set(log.eval.columns)
+    assert {"eval_loss", "eval_perplexity", "eval_translation"} <= set(log.eval.columns)
+    assert "unrecognised line" not in log.lines.skipped
     (f,) = of(analyze(log), "nonfinite")
     assert (f.metric, f.start_step) == ("loss", 40000)
 
