@@ -19,15 +19,16 @@ from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser
 from losslens.logs.names import NUMERIC, parse_number
 from losslens.logs.sink import Sink, Value
 
-XGB = re.compile(rf"^\[(\d+)\]((?:\t[\w.]+-[\w@.\-]+:{NUMERIC})+)\s*$")
+XGB = re.compile(rf"^\s*\[(\d+)\]((?:\t[\w.]+-[\w@.\-]+:{NUMERIC})+)\s*$")
 XGB_PAIR = re.compile(rf"\t([\w.]+?)-([\w@.\-]+):({NUMERIC})")
-LGB = re.compile(rf"^\[(\d+)\]((?:\t[\w.]+'s [\w@.\-]+: {NUMERIC})+)\s*$")
+LGB = re.compile(rf"^\s*\[(\d+)\]((?:\t[\w.]+'s [\w@.\-]+: {NUMERIC})+)\s*$")
 LGB_PAIR = re.compile(rf"\t([\w.]+)'s ([\w@.\-]+): ({NUMERIC})")
-CATBOOST = re.compile(rf"^(\d+):((?:\t(?:learn|test\d*|eval\w*): {NUMERIC})+)(?:\tbest: .*)?"
+CATBOOST = re.compile(rf"^\s*(\d+):((?:\t(?:learn|test\d*|eval\w*): {NUMERIC})+)(?:\tbest: .*)?"
                       rf"(?:\ttotal: ([\d.]+\w*))?(?:\tremaining: [\d.]+\w*)?\s*$")
-# LightGBM's 'Early stopping, best iteration is:' / 'Did not meet early stopping. Best iteration is:',
-# then the best round's line again
-BEST = re.compile(r"^(?:Early stopping, best|Did not meet early stopping\. Best) iteration is:")
+# LightGBM's 'Early stopping, best iteration is:' / 'Did not meet early stopping. Best iteration is:'
+# (older XGBoost: 'Stopping. Best iteration:'), then the best round's line again
+BEST = re.compile(r"^(?:Early stopping, best|Did not meet early stopping\. Best) iteration is:"
+                  r"|^Stopping\. Best iteration:")
 CB_PAIR = re.compile(rf"\t(learn|test\d*|eval\w*): ({NUMERIC})")
 
 TRAIN_SETS = frozenset({"train", "training", "learn", "dtrain", "train_set"})
