@@ -27,8 +27,8 @@ CATBOOST = re.compile(rf"^\s*(\d+):((?:\t(?:learn|test\d*|eval\w*): {NUMERIC})+)
                       rf"(?:\ttotal: ([\d.]+\w*))?(?:\tremaining: [\d.]+\w*)?\s*$")
 # LightGBM's 'Early stopping, best iteration is:' / 'Did not meet early stopping. Best iteration is:'
 # (older XGBoost: 'Stopping. Best iteration:'), then the best round's line again
-BEST = re.compile(r"^(?:Early stopping, best|Did not meet early stopping\. Best) iteration is:"
-                  r"|^Stopping\. Best iteration:")
+BEST = re.compile(r"^\s*(?:Early stopping, best|Did not meet early stopping\. Best) iteration is:"
+                  r"|^\s*Stopping\. Best iteration:")
 CB_PAIR = re.compile(rf"\t(learn|test\d*|eval\w*): ({NUMERIC})")
 
 TRAIN_SETS = frozenset({"train", "training", "learn", "dtrain", "train_set"})
@@ -40,8 +40,8 @@ LOSSES = frozenset({"logloss", "mlogloss", "binary_logloss", "multi_logloss", "c
 
 
 class _BoostingParser(RegexLineParser):
-    noise = ((re.compile(r"^\[LightGBM\] |^Training until validation scores|^(?:Stopped|Will train until)|"
-                         r"^bestTest = |^bestIteration = |^Shrink model to first"), "the library's message"),
+    noise = ((re.compile(r"^\s*(?:\[LightGBM\] |Training until validation scores|Stopped|Will train until|"
+                         r"bestTest = |bestIteration = |Shrink model to first)"), "the library's message"),
              *COMMON_NOISE)
 
     def __init__(self, sink: Sink):

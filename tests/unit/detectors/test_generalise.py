@@ -1530,14 +1530,16 @@ def test_xgboost_sklearn_rounds_in_a_notebook_s_output(tmp_path: Path) -> None:
     """XGBoost's sklearn API in a notebook's saved output (lines indented by four spaces, as
     READMEs quote them), with older XGBoost's early stopping: 'Stopping. Best iteration:' then the
     best round again. Every round an eval record, one segment (no restart); a NaN found."""
-    rows = ["Will train until validation_0-rmse hasn't improved in 40 rounds."]
+    rows = ["    Will train until validation_0-rmse hasn't improved in 40 rounds."]
     rows += [f"    [{i}]\tvalidation_0-rmse:{'nan' if i == 90 else 33000 + abs(60 - i) * 10}\t"
              f"validation_1-rmse:{34000 + abs(60 - i) * 12}" for i in range(104)]
-    rows += ["Stopping. Best iteration:", "    [63]\tvalidation_0-rmse:32862.5\tvalidation_1-rmse:33900.1"]
+    rows += ["    Stopping. Best iteration:",
+             "    [63]\tvalidation_0-rmse:32862.5\tvalidation_1-rmse:33900.1"]
     path = tmp_path / "xgb.log"
     path.write_text("\n".join(rows) + "\n")
     log = read_log(path)
     assert (log.format, log.eval.height, log.eval["segment"].n_unique()) == ("boosting", 104, 1)
+    assert "unrecognised line" not in log.lines.skipped
     assert {"eval_loss", "eval_validation_1_rmse"} <= set(log.eval.columns)
     (f,) = of(analyze(log), "nonfinite")
     assert (f.metric, f.start_step) == ("eval_loss", 90)
