@@ -24,7 +24,7 @@ XGB_PAIR = re.compile(rf"\t([\w.]+?)-([\w@.\-]+):({NUMERIC})")
 LGB = re.compile(rf"^\s*\[(\d+)\]((?:\t[\w.]+'s [\w@.\-]+: {NUMERIC})+)\s*$")
 LGB_PAIR = re.compile(rf"\t([\w.]+)'s ([\w@.\-]+): ({NUMERIC})")
 CATBOOST = re.compile(rf"^\s*(\d+):((?:\t(?:learn|test\d*|eval\w*): {NUMERIC})+)(?:\tbest: .*)?"
-                      rf"(?:\ttotal: ([\d.]+\w*))?(?:\tremaining: [\d.]+\w*)?\s*$")
+                      rf"(?:\ttotal: ([^\t]+))?(?:\tremaining: [^\t]+)?\s*$")  # ('1m 5s', '78.3ms', '0us')
 # LightGBM's 'Early stopping, best iteration is:' / 'Did not meet early stopping. Best iteration is:'
 # (older XGBoost: 'Stopping. Best iteration:'), then the best round's line again
 BEST = re.compile(r"^\s*(?:Early stopping, best|Did not meet early stopping\. Best) iteration is:"
@@ -41,7 +41,8 @@ LOSSES = frozenset({"logloss", "mlogloss", "binary_logloss", "multi_logloss", "c
 
 class _BoostingParser(RegexLineParser):
     noise = ((re.compile(r"^\s*(?:\[LightGBM\] |Training until validation scores|Stopped|Will train until|"
-                         r"bestTest = |bestIteration = |Shrink model to first)"), "the library's message"),
+                         r"bestTest = |bestIteration = |Shrink model to first|Learning rate set to )"),
+              "the library's message"),
              *COMMON_NOISE)
 
     def __init__(self, sink: Sink):

@@ -1399,7 +1399,7 @@ def _boosting_lines(lib: str, rounds: int = 300, nan_at: int | None = None) -> l
                      "lightgbm": f"[{i + 1}]\ttraining's binary_logloss: {t}\tvalid_1's binary_logloss: "
                                  f"{val:.6f}\tvalid_1's auc: {0.9:.6f}",
                      "catboost": f"{i}:\tlearn: {t}\ttest: {val:.7f}\tbest: {val:.7f} ({i})\ttotal: {i}ms\t"
-                                 "remaining: 1.2s"}[lib])
+                                 f"remaining: {'1m 5s' if i % 2 else '78.3ms'}"}[lib])
     if lib == "lightgbm":  # early stopping prints the best round again
         rows += ["Early stopping, best iteration is:", rows[150 + len(head)]]
     return rows
@@ -1543,3 +1543,20 @@ def test_xgboost_sklearn_rounds_in_a_notebook_s_output(tmp_path: Path) -> None:
     assert {"eval_loss", "eval_validation_1_rmse"} <= set(log.eval.columns)
     (f,) = of(analyze(log), "nonfinite")
     assert (f.metric, f.start_step) == ("eval_loss", 90)
+
+
+def test_catboost_without_an_eval_set(tmp_path: Path) -> None:
+    """CatBoost fitted without an eval set prints '0:\\tlearn: 0.6716917\\ttotal: 199ms\\tremaining:
+    19.7s', its times also as '1m 5s' or '0us' (seen in notebooks' outputs): a time with a space
+    made the line no record."""
+    rows = ["    Learning rate set to 0.5"]
+    rows += [f"    {i}:\tlearn: {'nan' if i == 250 else f'{0.7 * np.exp(-i / 100) + 0.03:.7f}'}\t"
+             f"total: {'1m 5s' if i > 150 else f'{i * 5}ms'}\tremaining: {'0us' if i == 299 else '19m 56s'}"
+             for i in range(300)]
+    path = tmp_path / "catboost.log"
+    path.write_text("\n".join(rows) + "\n")
+    log = read_log(path)
+    assert (log.format, log.train.height) == ("boosting", 300)
+    assert dict(log.lines.skipped) == {"the library's message": 1}
+    (f,) = of(analyze(log), "nonfinite")
+    assert (f.metric, f.start_step) == ("loss", 250)
