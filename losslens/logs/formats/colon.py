@@ -60,6 +60,20 @@ PAIR = re.compile(
 # a qualifier in parentheses after the key ('Test Loss (MSE): 0.67', DeepSpeed's 'iter time (s):
 # 0.512'): a unit there is the value's unit; any other is left out of the name
 QUALIFIER = re.compile(r"\(([^()]{1,12})\)\s*(?:[:：]|=)")
+# a rate written as a number, a space and its unit, with no key: 'step 100 | loss 2.31 | 12,345 tok/s',
+# OpenNMT's '3456/4567 tok/s' (source/target), '1234.5 samples/s', '0.52 s/it' (tqdm's own '1.50s/it',
+# no space, is a bar's, not read here)
+# (possessive: a damaged line's 5,000-digit '…/…' must not backtrack through every split of its digits)
+RATE = re.compile(r"(?<![\w.:/=,\-])(\d{1,3}(?:,\d{3})++(?:\.\d++)?|\d++(?:\.\d++)?)(?:/\d++(?:\.\d++)?)?+ "
+                  r"(tok/s|tokens/s|tok/sec|tokens/sec|words/s|wps|samples/s|samples/sec|img/s|images/s|s/it)"
+                  r"(?![\w/])")
+RATE_NAMES = {"tok/s": "tok/s", "tokens/s": "tok/s", "tok/sec": "tok/s", "tokens/sec": "tok/s",
+              "words/s": "tok/s", "wps": "tok/s", "samples/s": "samples/sec", "samples/sec": "samples/sec",
+              "img/s": "samples/sec", "images/s": "samples/sec", "s/it": "iter_time"}
+
+
+def _may_rate(line: str) -> bool:
+    return "/s" in line or "s/it" in line or "wps" in line
 # 'Step 100', 'iter 5/1000', 'Iter [  10/1487]', 'Epoch: [ 0/200]', 'Epoch [2/5]'
 STEP_WORD = re.compile(r"\b(?:global step|step|iteration|iter|update|batch)\s*[#=]?\s*\[?\s*(\d+)"
                        r"(?:\s*/\s*\d+)?\b", re.IGNORECASE)
@@ -146,12 +160,23 @@ def _key(key: str) -> str:
 
 def colon_pairs(line: str) -> list[tuple[str, str]]:
     """(key, value text) pairs; a number with a known unit keeps it ('3ms' → 0.003 later)."""
-    out = [(_key(m.group(1)), pair_text(m)) for m in PAIR.finditer(line)]
+    found = list(PAIR.finditer(line))
+    out = [(_key(m.group(1)), pair_text(m)) for m in found]
+    if _may_rate(line):
+        out.extend((key, number) for key, number, _ in rate_pairs(line, found))
     if not any(_measures(canonical(k)) for k, _ in out):  # ('val time: 12 ms' alone measures nothing)
         out.extend(_word_pairs(line))
     if " is " in line and not any(_is_metric(canonical(k)) for k, _ in out):
         out.extend(_is_pairs(line))
     return out
+
+
+def rate_pairs(line: str, found: list[re.Match[str]]) -> list[tuple[str, str, re.Match[str]]]:
+    """(name, number, match) of the rates written as 'number unit' (see RATE), but for a number
+    that a 'key: value' pair in ``found`` reads already ('throughput: 12345 tok/s')."""
+    taken = [(m.start(2), m.end(2)) for m in found]
+    return [(RATE_NAMES[r.group(2)], r.group(1), r) for r in RATE.finditer(line)
+            if not any(a < r.end(1) and r.start(1) < b for a, b in taken)]
 
 
 def pair_text(m: re.Match[str]) -> str:
@@ -469,6 +494,13 @@ def shape(line: str) -> Shape | None:
         pairs.append((_key(key), text))
         suffixes.append(text[len(number):])
         spans.append((m.start(2), m.end(2), f"v{len(spans)}", number))
+    if _may_rate(line):
+        for key, number, r in rate_pairs(line, found):  # (as colon_pairs adds them: after the pairs)
+            if "," in number:
+                return None
+            pairs.append((key, number))
+            suffixes.append("")
+            spans.append((r.start(1), r.end(1), f"v{len(spans)}", number))
     try:
         step, metrics = Sink().metrics_from_pairs(pairs)
     except TooWide:

@@ -1560,3 +1560,20 @@ def test_catboost_without_an_eval_set(tmp_path: Path) -> None:
     assert dict(log.lines.skipped) == {"the library's message": 1}
     (f,) = of(analyze(log), "nonfinite")
     assert (f.metric, f.start_step) == ("loss", 250)
+
+
+@pytest.mark.parametrize("line", [
+    "step {s} | loss {loss:.4f} | {rate:,} tok/s | lr 3.0e-04",
+    "Step {s}/1000, loss: {loss:.4f}, {rate} samples/s, 0.5 s/it",
+    "[2024-01-01 10:00:00,000 INFO] Step {s}/10000; acc: 12.34; xent: {loss:.2f}; {rate}/4567 tok/s; "
+    "12 sec;"])
+def test_a_rate_written_after_its_number(tmp_path: Path, line: str) -> None:
+    """'12,345 tok/s', '1234 samples/s', OpenNMT-py's '3456/4567 tok/s': a rate printed as a number and
+    its unit, with no key, was not read, so a run that halved its speed at step 600 passed without a
+    word. Such rates (tok/s, tokens/s, words/s, wps, samples/s, img/s, s/it after a space) are read."""
+    rows = [line.format(s=s, loss=2 * np.exp(-s / 500) + 1, rate=12345 if s < 600 else 6000)
+            for s in range(0, 1000, 5)]
+    path = tmp_path / "run.log"
+    path.write_text("\n".join(rows) + "\n")
+    (f,) = of(analyze(read_log(path)), "throughput_drop")
+    assert f.start_step == 600

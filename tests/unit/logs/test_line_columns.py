@@ -320,6 +320,11 @@ COLON_STYLES = [
                  f"samples/sec: {r.uniform(10, 99):.3f}",
     lambda s, r: f"Epoch [{s}/900] | Loss Train: {r.uniform(1, 3):.4f} | Test Loss (MSE): "
                  f"{r.uniform(1, 3):.4f} | AUC Val: {r.uniform(0, 1):.4f}",
+    # rates written as 'number unit' with no key
+    lambda s, r: f"Step {s}/1000, loss: {r.uniform(1, 3):.4f}, {r.randint(100, 999)} samples/s, "
+                 f"{r.uniform(0, 1):.2f} s/it",
+    lambda s, r: f"Step {s}; acc: {r.uniform(1, 99):.2f}; xent: {r.uniform(1, 3):.2f}; "
+                 f"{r.randint(1000, 9999)}/{r.randint(1000, 9999)} tok/s; {s} sec;",
 ]
 
 # the colon reader's other lines: multi-line records (Keras epochs, Composer's indented lines),
@@ -341,6 +346,8 @@ COLON_ODD = [
     "iter 21/1000 | loss: 2.0000 | time: 3ms | tokens/s: 1234",
     "iter 22: val loss 2.4000, val time: 1234.00 ms", "Step 23 | loss: 2.0 | time: 0.5 s | mem: 5.6 GB",
     "Step 24 | loss: 2.0 | s: 5 | lr: 1e-4", "Step 25 | loss (avg): 2.0 | lr (x): 1e-4",
+    "Step 26 | loss: 2.0 | 1,234 tok/s", "Step 27 | loss: 2.0 | throughput: 1234 tok/s",
+    "step 28 | loss 2.0 | 1234 tok/s", "Step 29 | loss: 2.0 | 1.50s/it | 12 wps",
 ]
 
 
