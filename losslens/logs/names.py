@@ -87,7 +87,7 @@ def canonical(key: str) -> str:
             _TOKEN_CUT.split(phase.group(1))[-1] not in _COUNT_WORDS:  # 'Loss Train', 'loss_val', 'Loss/test'
         base = phase.group(1)
         return canonical(base) if phase.group(2).startswith("train") else _eval_name(base)
-    return unreserved(_SANITISE.sub("_", k).strip("_") or "value")
+    return unreserved(snake(k) or "value")
 
 
 # a phase named after the metric: 'Loss Train: 0.31 | Loss Val: 0.42 | AUC Val: 0.81' (a print
@@ -104,7 +104,12 @@ _COUNT_WORDS = frozenset({"images", "samples", "examples", "sentences", "tokens"
 
 def _eval_name(base: str) -> str:
     base = ALIASES.get(base, base)
-    return "eval_" + (_SANITISE.sub("_", base).strip("_") or "value")
+    return "eval_" + (snake(base) or "value")
+
+
+def snake(name: str) -> str:
+    """``name`` in lower snake case: runs of anything but letters and digits made one '_'."""
+    return _SANITISE.sub("_", name.lower()).strip("_")
 
 
 # the columns a record frame holds besides its metrics: a metric of one of these names is renamed

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser, count_matching, whole
-from losslens.logs.names import NUMERIC, parse_number
+from losslens.logs.names import NUMERIC, parse_number, snake
 from losslens.logs.sink import Sink, Value
 
 XGB = re.compile(rf"^\s*\[(\d+)\]((?:\t[\w.]+-[\w@.\-]+:{NUMERIC})+)\s*$")
@@ -24,7 +24,7 @@ XGB_PAIR = re.compile(rf"\t([\w.]+?)-([\w@.\-]+):({NUMERIC})")
 LGB = re.compile(rf"^\s*\[(\d+)\]((?:\t[\w.]+'s [\w@.\-]+: {NUMERIC})+)\s*$")
 LGB_PAIR = re.compile(rf"\t([\w.]+)'s ([\w@.\-]+): ({NUMERIC})")
 CATBOOST = re.compile(rf"^\s*(\d+):((?:\t(?:learn|test\d*|eval\w*): {NUMERIC})+)(?:\tbest: .*)?"
-                      rf"(?:\ttotal: ([^\t]+))?(?:\tremaining: [^\t]+)?\s*$")  # ('1m 5s', '78.3ms', '0us')
+                      rf"(?:\ttotal: [^\t]+)?(?:\tremaining: [^\t]+)?\s*$")  # ('1m 5s', '78.3ms', '0us')
 # LightGBM's 'Early stopping, best iteration is:' / 'Did not meet early stopping. Best iteration is:'
 # (older XGBoost: 'Stopping. Best iteration:'), then the best round's line again
 BEST = re.compile(r"^\s*(?:Early stopping, best|Did not meet early stopping\. Best) iteration is:"
@@ -47,7 +47,7 @@ class _BoostingParser(RegexLineParser):
 
     def __init__(self, sink: Sink):
         super().__init__(sink)
-        self.sets: list[str] = []  # the evaluated sets in their first order (the first the eval loss)
+        self.first_set: str | None = None  # the first evaluated set (its loss the eval loss)
         self.loss: tuple[str, str] | None = None  # (set, metric) read as the loss
         self.eval_loss: tuple[str, str] | None = None
         self.best_next = False  # the next round line repeats the best round
@@ -84,18 +84,14 @@ class _BoostingParser(RegexLineParser):
         if data.lower() in TRAIN_SETS:
             if self.loss is None and m in LOSSES:
                 self.loss = (data, metric)
-            return "loss" if self.loss == (data, metric) else _plain(m)
-        if data not in self.sets:
-            self.sets.append(data)
-        if data != self.sets[0]:
-            return f"eval_{_plain(data)}_{_plain(m)}"
+            return "loss" if self.loss == (data, metric) else snake(m)
+        if self.first_set is None:
+            self.first_set = data
+        if data != self.first_set:
+            return f"eval_{snake(data)}_{snake(m)}"
         if self.eval_loss is None and m in LOSSES:
             self.eval_loss = (data, metric)
-        return "eval_loss" if self.eval_loss == (data, metric) else f"eval_{_plain(m)}"
-
-
-def _plain(name: str) -> str:
-    return re.sub(r"[^0-9a-z]+", "_", name.lower()).strip("_")
+        return "eval_loss" if self.eval_loss == (data, metric) else f"eval_{snake(m)}"
 
 
 class Boosting(Format):
