@@ -22,7 +22,11 @@ class Spike(Detector):
     history: records needed before the first one can be judged.
     cluster: records between flagged points that still make one spike (and the records after it
     checked for recovery). tail_factor: in heavy-tailed noise, a spike's excursion above the local
-    level (log ratio) must also exceed this many times the 99th percentile of the others'."""
+    level (log ratio) must also exceed this many times the 99th percentile of the others'.
+    tail_share: the share of the downward residuals (about a centred rolling median) whose tail is
+    fitted (Hill) to say how many excursions as large the run's own noise would make; noise_draws:
+    a spike the noise would make this many times or more is information (1 or more: not
+    reported)."""
 
     name = "spike"
     title = "isolated excursions far above the local level (causal rolling median and MAD)"
@@ -34,6 +38,8 @@ class Spike(Detector):
     history: int = 3
     cluster: int = 5
     tail_factor: float = 3.0
+    tail_share: float = 0.02
+    noise_draws: float = 0.1
 
     def explained(self, finding: Finding, findings: list[Finding]) -> bool:
         """A spike inside a ladder is a rung of it; inside a divergence it is part of the rise,
@@ -65,10 +71,17 @@ class Spike(Detector):
             return []
         idx = np.flatnonzero(flagged)
         groups = np.split(idx, np.flatnonzero(np.diff(idx) > self.cluster) + 1)
+        tops = np.array([g[np.argmax(v[g] / level[g])] for g in groups])
+        draws, alpha = noise_draws(v, level, flagged, self.window, self.tail_share, tops) or (None, 0.0)
         grad = (series.context or {}).get("grad_norm")
         out = []
-        for g in groups:
-            top = g[np.argmax(v[g] / level[g])]
+        for i, (g, top) in enumerate(zip(groups, tops, strict=True)):
+            lead = _grad_lead(grad, series.steps, steps[top]) if grad is not None else None
+            # how often the run's own noise makes an excursion this large; a grad-norm spike
+            # before it says it was an event, whatever the noise
+            by_noise = None if draws is None or lead is not None else float(draws[i])
+            if by_noise is not None and by_noise >= 1:
+                continue  # an ordinary draw of this run's heavy-tailed noise
             ratio = float(v[top] / level[top])
             after = v[g[-1] + 1:g[-1] + 1 + self.cluster]
             recovered = bool(len(after) and np.all(after < level[g[-1]] * (1 + (self.min_ratio - 1) / 2)))
@@ -82,13 +95,21 @@ class Spike(Detector):
                               "local_level": float(level[top]), "ratio": round(ratio, 3),
                               "z": round(float(z[top]), 1), "records": int(len(g)),
                               "recovered": recovered}
-            lead = _grad_lead(grad, series.steps, steps[top]) if grad is not None else None
+            severity = Severity.WARNING
+            if by_noise is not None:
+                evidence["noise_draws_expected"] = round(by_noise, 4)
+                evidence["noise_tail_index"] = round(alpha, 2)
             if lead is not None:
                 evidence["grad_norm_spike_step"] = lead[0]
                 summary += f"; grad_norm spiked first ({fmt_number(lead[1])} at step {lead[0]})"
+            elif by_noise is not None and by_noise >= self.noise_draws:
+                severity = Severity.INFO
+                summary += (f"; likely a draw of this run's heavy-tailed noise (its downward swings "
+                            f"fit a tail of index {alpha:.1f}: about {by_noise:.1f} such draws "
+                            f"expected in {len(v)} records)")
             else:
                 summary += "; a bad batch or an optimizer instability (check the data at that step)"
-            out.append(Finding(self.name, Severity.WARNING, series.metric, int(steps[g[0]]),
+            out.append(Finding(self.name, severity, series.metric, int(steps[g[0]]),
                                int(steps[g[-1]]), summary, evidence, series.segment))
         return out
 
@@ -117,6 +138,42 @@ def spikes(v: np.ndarray, window: int, k: float, min_ratio: float, history: int
     flagged = (z > k) & (v >= min_ratio * level)
     flagged[:history] = False
     return flagged, level, np.nan_to_num(z, copy=False)
+
+
+def noise_draws(v: np.ndarray, level: np.ndarray, flagged: np.ndarray, window: int, share: float,
+                at: np.ndarray) -> tuple[np.ndarray, float] | None:
+    """How many upward excursions as large as those of the records ``at`` the run's own noise
+    would make in ``len(v)`` records, and the noise's tail index; None below 200 usable records.
+
+    ``level`` is the causal median of the ``window`` records before each one (``spikes``); taken
+    ``window // 2`` records later it is centred on the record (a causal median lags a steep fall,
+    and its lag would read as noise). Only the downward residuals are fitted: data spikes go up,
+    never down, so the lower tail is the noise alone. A Pareto tail (Hill estimator) over the top
+    ``share`` of them (10 to 200 points) is extrapolated to each excursion: light-tailed noise
+    (Gaussian, Laplace) fits a large index and explains nothing far out, Student-t noise a small
+    one that explains its own ×1.5 draws."""
+    h = window // 2
+    if len(v) <= h:
+        return None
+    r = np.divide(v[:-h], level[h:])
+    np.log(r, out=r)
+    kept = ~flagged[:-h] & np.isfinite(r)
+    usable = int(kept.sum())
+    if usable < 200:
+        return None
+    down = -r[kept & (r < 0)]
+    k = int(np.clip(round(share * usable), 10, 200))
+    if len(down) <= k:
+        return None
+    top = np.partition(down, len(down) - k - 1)[len(down) - k - 1:]
+    u = float(top[0])  # the (k+1)-th largest: the tail starts above it
+    spread = float(np.mean(np.log(top[1:] / u))) if u > 0 else 0.0
+    if spread <= 0:
+        return None
+    alpha = 1.0 / spread
+    # the candidates' own excursions about the same centred level (the causal one in the last h)
+    e = np.where(at < len(r), r[np.minimum(at, len(r) - 1)], np.log(v[at] / level[at]))
+    return k * (len(v) / usable) * (np.maximum(e, u) / u) ** -alpha, alpha
 
 
 def _grad_lead(grad: np.ndarray, steps: np.ndarray, at: int) -> tuple[int, float] | None:
