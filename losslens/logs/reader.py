@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 
 from losslens.errors import FormatError, InputError
@@ -23,28 +25,53 @@ def sniff(lines: list[str], limit: int = SNIFF_LINES) -> tuple[Format | None, di
     """The format that reads most of the first ``limit`` non-blank lines, and the scores of the
     formats tried: in registry order, up to the first specific format that reads every line (no
     later one can win: ties keep the first, and a generic one yields to it)."""
-    return _sniff(*_samples(lines, limit))
+    return _sniff(Samples.of(lines, limit))
 
 
-def _sniffed(lines: list[str], limit: int) -> tuple[Format | None, tuple[list[str], list[str]]]:
+@dataclass
+class Samples:
+    """The first ``limit`` non-blank lines without rank prefixes: as they are (``raw``), and also
+    without the prefixes a capture put before them (``stripped``, see ``strip_prefixes``); each
+    format's score on either is counted once (sniffing, then ``strips``, ask the same)."""
+    raw: list[str]
+    stripped: list[str]
+    scores: dict[tuple[str, bool], int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, lines: list[str], limit: int = SNIFF_LINES) -> Samples:
+        raw = [unwrapped(RANK_PREFIX.sub("", x, count=1))
+               for x in islice((x for x in lines if x.strip()), limit)]
+        return cls(raw, [RANK_PREFIX.sub("", strip_prefixes(x)[0], count=1) for x in raw])
+
+    def score(self, fmt: Format, stripped: bool = False) -> int:
+        """``fmt``'s sniff score on the lines as they are, or without a capture's prefixes."""
+        stripped = stripped and self.stripped != self.raw
+        key = (fmt.name, stripped)
+        if key not in self.scores:
+            self.scores[key] = fmt.sniff(self.stripped if stripped else self.raw)
+        return self.scores[key]
+
+
+def _sniffed(lines: list[str], limit: int) -> tuple[Format | None, Samples]:
     """``sniff``'s format, and the samples it was sniffed on (for ``strips``)."""
-    samples = _samples(lines, limit)
-    return _sniff(*samples)[0], samples
+    samples = Samples.of(lines, limit)
+    return _sniff(samples)[0], samples
 
 
-def _sniff(raw: list[str], stripped: list[str]) -> tuple[Format | None, dict[str, int]]:
+def _sniff(samples: Samples) -> tuple[Format | None, dict[str, int]]:
     """``sniff`` on the sample lines as they are and without a capture's prefixes."""
     scores: dict[str, int] = {}
     tried = []
+    n = len(samples.raw)
     for f in FORMATS:
         # a format may know the prefixes itself (fairseq's 'time | INFO | fairseq.trainer |'): the
         # better of its score on the lines as they are and without the capture's prefixes
-        score = f.sniff(raw)
-        if score < len(raw) and stripped != raw:
-            score = max(score, f.sniff(stripped))
+        score = samples.score(f)
+        if score < n:
+            score = max(score, samples.score(f, stripped=True))
         scores[f.name] = score
         tried.append(f)
-        if raw and score == len(raw) and not f.generic:
+        if n and score == n and not f.generic:
             break
     best = max(tried, key=lambda f: scores[f.name])  # max keeps the first on ties
     if best.generic:
@@ -54,27 +81,20 @@ def _sniff(raw: list[str], stripped: list[str]) -> tuple[Format | None, dict[str
     return (best if scores[best.name] > 0 else None), scores
 
 
-def _samples(lines: list[str], limit: int = SNIFF_LINES) -> tuple[list[str], list[str]]:
-    """The first ``limit`` non-blank lines without rank prefixes: as they are, and also without
-    the prefixes a capture put before them (see ``strip_prefixes``)."""
-    raw = [unwrapped(RANK_PREFIX.sub("", x, count=1)) for x in lines if x.strip()][:limit]
-    return raw, [RANK_PREFIX.sub("", strip_prefixes(x)[0], count=1) for x in raw]
-
-
 def strips(fmt: Format, lines: list[str], limit: int = SNIFF_LINES,
-           samples: tuple[list[str], list[str]] | None = None) -> bool:
+           samples: Samples | None = None) -> bool:
     """Whether ``fmt`` reads ``lines`` (the first ``limit`` non-blank ones: those the format was
     sniffed on) better without the capture's prefixes (then every line is fed to it without them).
-    ``samples``: those lines as ``_samples`` gives them, when already made."""
-    raw, stripped = samples or _samples(lines, limit)
-    if stripped == raw:
+    ``samples``: those lines as ``Samples.of`` gives them, when already made."""
+    samples = samples or Samples.of(lines, limit)
+    if samples.stripped == samples.raw:
         return False
-    better, same = fmt.sniff(stripped), fmt.sniff(raw)
+    better, same = samples.score(fmt, stripped=True), samples.score(fmt)
     # a torchrun rank prefix behind the capture's ('2024-05-01T10:00:00Z [rank3]: step=…'): only
     # with the capture's prefixes cut off are the ranks told apart (else their records mix); and
     # the generic 'key: value' reader reads pairs out of a prefix too (glog's 'solver.cpp:228]')
     return better > same or (better == same and (
-        fmt.generic or 2 * sum(map(_rank_behind, lines[:limit])) > len(raw)))
+        fmt.generic or 2 * sum(map(_rank_behind, lines[:limit])) > len(samples.raw)))
 
 
 def _rank_behind(line: str) -> bool:
@@ -153,20 +173,20 @@ def _read(src: Source, format: str | None) -> LogData:
         raise InputError(f"binary data (NUL byte at offset {at}), not a text log{hint}",
                          source=src.name)
     head_lines = decode_lines(src.head)
-    samples: tuple[list[str], list[str]] | None
+    samples: Samples | None
     if format in (None, "auto"):
         # the head's last line may be cut short, unless the head ends at a newline
         cut = len(head_lines) > 1 and not src.head.endswith(b"\n")
         whole = head_lines[:-1] if cut else head_lines
         sample, limit = whole, SNIFF_LINES  # the lines the format is known from
-        samples = _samples(sample, limit)
-        fmt, scores = _sniff(*samples)
-        if fmt is None or (4 * scores[fmt.name] < len(samples[0]) and len(whole) > limit):
+        samples = Samples.of(sample, limit)
+        fmt, scores = _sniff(samples)
+        if fmt is None or (4 * scores[fmt.name] < len(samples.raw) and len(whole) > limit):
             # a long preamble: look at the whole head (then further once, below). A format that
             # read few of the first lines (a config's 'eval_steps: 500' before the Trainer's dicts)
             # yields to one that reads more of the whole head
-            wide = _samples(sample, len(whole))
-            better, wide_scores = _sniff(*wide)
+            wide = Samples.of(sample, len(whole))
+            better, wide_scores = _sniff(wide)
             if fmt is None or (better is not None and wide_scores[better.name] > wide_scores[fmt.name]):
                 fmt, samples, limit = better, wide, len(whole)
         if fmt is None and src.extend_head(SNIFF_DEEP_BYTES):
@@ -180,10 +200,10 @@ def _read(src: Source, format: str | None) -> LogData:
     else:
         fmt = BY_NAME[format]
         sample, limit = head_lines, SNIFF_LINES
-        samples = None if fmt.whole_file else _samples(sample, limit)
-        if samples is not None and not fmt.sniff(samples[1]):
+        samples = None if fmt.whole_file else Samples.of(sample, limit)
+        if samples is not None and not samples.score(fmt, stripped=True):
             limit = len(sample)  # its lines further down, behind a preamble
-            samples = _samples(sample, limit)
+            samples = Samples.of(sample, limit)
     sink, acc = Sink(source_name=os.path.basename(src.name)), Accounting()
     strip = not fmt.whole_file and strips(fmt, sample, limit, samples)
     fmt.read(src, sink, acc, strip, head_lines[:SNIFF_LINES])

@@ -4,6 +4,7 @@ paths, line by line here (watch, the oracle) and vectorised in ``kv.columns`` fo
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from losslens.logs.base import (
     ANSI,
@@ -141,11 +142,18 @@ def _is_kv_record(line: str) -> bool:
     """Two pairs or more, one of them a metric the parser makes a record of: DeepSpeed's
     'step=10, skipped=0, lr=[0.0001], mom=[(0.9, 0.999)]' holds none (its pipeline engine prints
     the loss on lines of their own, 'steps: 10 loss: 2.3012 ...', which another format reads)."""
-    pairs = kv_pairs(line)
-    if len(pairs) < 2:
+    pairs = KV.findall(line)
+    return len(pairs) >= 2 and any(_makes_record(k) for k, _, _ in pairs)
+
+
+@lru_cache(maxsize=4096)
+def _makes_record(key: str) -> bool:
+    """A key the parser makes a record of (a training metric, or an evaluated one); keys repeat
+    line after line, so each is judged once."""
+    if key.strip().lower() in STEP_KEYS:
         return False
-    names = [unreserved(canonical(k)) for k, _ in pairs if k.strip().lower() not in STEP_KEYS]
-    return any(is_training_metric(n) or is_eval(n) and not is_setting(n) for n in names)
+    name = unreserved(canonical(key))
+    return is_training_metric(name) or is_eval(name) and not is_setting(name)
 
 
 class KeyValue(Format):

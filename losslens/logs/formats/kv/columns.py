@@ -10,6 +10,7 @@ tests check this on fixtures and generated logs.
 from __future__ import annotations
 
 import io
+import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +39,8 @@ SAMPLE_LINES = 500
 MAX_TEMPLATES = 3
 MAX_TEMPLATE_KEYS = 256  # a wider line is read by the per-line parser
 VALUE_END = r"[\s|,;\[\]()]"
+DIGIT = re.compile(r"\d")
+NUMBERS = re.compile(r"\b\d+")  # digits starting a word: numbers, not the 1 of a key q1
 
 
 @dataclass(frozen=True)
@@ -54,23 +57,33 @@ class Template:
 def templates(sample: list[str]) -> list[Template]:
     """The commonest key sequences among sample lines in which every '='/'~' is a pair."""
     counts: Counter[Template] = Counter()
+    seen: dict[str, Template | None] = {}
     for line in sample:
-        pairs = KV.findall(line)
-        if not pairs or len(pairs) > MAX_TEMPLATE_KEYS or "\x1b" in line or \
-                line.count("=") + line.count("~") != len(pairs) or \
-                "epoch" in line and (ESPNET_BATCH.search(line) or ESPNET_RESULTS.search(line)):
-            continue  # (ESPnet's report heads hold the step: the per-line parser reads them)
-        cells = line.replace("~", "=").split("=")
-        rate = [i for i, c in enumerate(cells) if TOKRATE.search(c)]
-        values = [""] + [v for _, _, v in pairs]
-        lead = tuple(c[len(v):-len(k)] if i else c[-len(k) - 1:-len(k)]
-                     for i, (c, v, (k, _, _)) in enumerate(zip(cells, values, pairs, strict=False)))
-        # text with numbers in it between a value and the next key varies: keep its last char
-        lead = tuple("\x00" + x[-1:] if any(ch.isdigit() for ch in x) else x for x in lead)
-        counts[Template(tuple(k for k, _, _ in pairs), lead,
-                        tuple(v.startswith("[") for _, _, v in pairs),
-                        rate[0] if rate else None)] += 1
+        # lines alike but for their numbers have the same template (a key never follows a digit,
+        # and text with digits between a value and a key is kept as its last character)
+        shape = NUMBERS.sub("0", line)
+        t = seen[shape] if shape in seen else seen.setdefault(shape, _template(line))
+        if t is not None:
+            counts[t] += 1
     return [t for t, _ in counts.most_common(MAX_TEMPLATES)]
+
+
+def _template(line: str) -> Template | None:
+    """The template of one line; None when some '='/'~' in it is not a pair."""
+    pairs = KV.findall(line)
+    if not pairs or len(pairs) > MAX_TEMPLATE_KEYS or "\x1b" in line or \
+            line.count("=") + line.count("~") != len(pairs) or \
+            "epoch" in line and (ESPNET_BATCH.search(line) or ESPNET_RESULTS.search(line)):
+        return None  # (ESPnet's report heads hold the step: the per-line parser reads them)
+    cells = line.replace("~", "=").split("=")
+    rate = [i for i, c in enumerate(cells) if TOKRATE.search(c)]
+    values = [""] + [v for _, _, v in pairs]
+    lead = tuple(c[len(v):-len(k)] if i else c[-len(k) - 1:-len(k)]
+                 for i, (c, v, (k, _, _)) in enumerate(zip(cells, values, pairs, strict=False)))
+    # text with numbers in it between a value and the next key varies: keep its last char
+    lead = tuple("\x00" + x[-1:] if DIGIT.search(x) else x for x in lead)
+    return Template(tuple(k for k, _, _ in pairs), lead, tuple(v.startswith("[") for _, _, v in pairs),
+                    rate[0] if rate else None)
 
 
 def read_cells(chunk: bytes, width: int) -> pl.DataFrame | None:
