@@ -68,3 +68,9 @@ def test_detector_growth_benchmark_runs_small() -> None:
 def test_nan_injection_benchmark_runs_small() -> None:
     out = _bench("nan_injection.py", "--seeds", "1", "--limit", "3", timeout=300)
     assert "check        kubectl --timestamps" in out and " 0 missed" in out
+
+
+@pytest.mark.slow
+def test_startup_benchmark_runs_small() -> None:
+    out = _bench("startup.py", "--repeat", "1", "--lines", "300", timeout=300)
+    assert "losslens check (300-line log)" in out and "to the gc-matched floor" in out
