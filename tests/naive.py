@@ -11,7 +11,7 @@ from polars.testing import assert_frame_equal
 from losslens import read_log
 from losslens.logs.base import read_lines
 from losslens.logs.frame import LogData, assemble
-from losslens.logs.reader import strips
+from losslens.logs.reader import Samples, strips, with_capture_times
 from losslens.logs.registry import BY_NAME
 from losslens.logs.sink import Accounting, Sink
 from losslens.logs.source import decode_lines, open_source
@@ -23,8 +23,10 @@ def read_per_line(path: str | Path, format: str) -> LogData:
     try:
         sink, acc = Sink(source_name=Path(src.name).name), Accounting()  # (as read_log)
         fmt = BY_NAME[format]
-        read_lines(src, fmt, sink, acc, strip=strips(fmt, decode_lines(src.head)))
-        return assemble(src.name, format, sink, acc)
+        head = decode_lines(src.head)
+        strip = strips(fmt, head)
+        read_lines(src, fmt, sink, acc, strip=strip)
+        return with_capture_times(assemble(src.name, format, sink, acc), Samples.of(head), strip)
     finally:
         src.close()
 

@@ -21,16 +21,24 @@ TIMESTAMP = re.compile(
 PREFIXES = (
     re.compile(r"^>+ ?"),  # a log pasted into an issue or a mail as a quote
     # ISO 8601 / RFC 3339 time ('kubectl logs --timestamps', 'docker logs -t', 'ts -s %FT%T',
-    # Python logging's asctime, '[2024-05-01 10:00:00]'), then a space, ' - ' or ' | '
-    re.compile(r"^\[?(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)(?:Z|[+-]\d\d:?\d\d)?\]?"
+    # Python logging's asctime, '[2024-05-01 10:00:00]'), or the month-first date of Hugging Face's
+    # example scripts ('12/01/2024 10:00:00 - INFO - __main__ - ', datefmt '%m/%d/%Y %H:%M:%S'),
+    # then a space, ' - ' or ' | '
+    re.compile(r"^\[?(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?|"
+               r"\d\d/\d\d/\d{4} \d\d:\d\d:\d\d(?:[.,]\d{1,9})?)(?:Z|[+-]\d\d:?\d\d)?\]?"
                r"(?:\s+-\s+|\s*\|\s*|\s+)"),
     # syslog / journald / `ts`: 'Dec  1 10:00:00 ' (then 'host unit[pid]: ' for journald)
     re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?\s+(?:[\w.-]+ [\w.@-]+\[\d+\]: )?"),
     # Slurm's task label ('srun --label': '0: ', ' 12: ')
     re.compile(r"^\s*\d{1,5}: "),
-    # Python logging's level (and logger name): 'INFO:root:', 'INFO - ', '[INFO] ', '__main__ - INFO - '
-    re.compile(r"^(?:[\w.]+\s+-\s+)?\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]?"
-               r"(?::[\w.<>]*:|\s+-\s+|\s*\|\s*|\s+)"),
+    # Python logging's level (and logger name): 'INFO:root:', 'INFO - ', '[INFO] ', '__main__ - INFO - ',
+    # and a logger's name after the level, 'INFO - __main__ - ' (Hugging Face's example scripts) or
+    # 'INFO - transformers.trainer - ': a dunder or dotted name only ('INFO - Validation - Loss: …'
+    # is a message)
+    re.compile(r"^(?:\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]?\s+-\s+"
+               r"(?:__\w+__|[A-Za-z_]\w*(?:\.\w+)+)\s+-\s+|"
+               r"(?:[\w.]+\s+-\s+)?\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\]?"
+               r"(?::[\w.<>]*:|\s+-\s+|\s*\|\s*|\s+))"),
     # loguru's default after its time and level: 'yolox.core.trainer:after_iter:246 - '
     re.compile(r"^[\w.<>]+:[\w<>]+:\d+ - "),
     # abseil / glog (JAX and TensorFlow trainers: MaxText, T5X): 'I1203 10:00:01.123456 139872
@@ -56,6 +64,11 @@ def strip_prefixes(line: str) -> tuple[str, datetime | None]:
 
 
 def _iso(text: str) -> datetime | None:
+    if text[2:3] == "/":  # '12/01/2024 10:00:00': month first (day first where it cannot be)
+        month, day, rest = text[:2], text[3:5], text[6:]
+        if int(month) > 12:
+            month, day = day, month
+        text = f"{rest[:4]}-{month}-{day}{rest[4:]}"
     text = text.replace(",", ".")
     if "." in text:  # nanoseconds (kubectl) are more than datetime holds
         head, frac = text.split(".", 1)

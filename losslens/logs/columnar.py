@@ -294,6 +294,11 @@ _WHOLE = [f"^(?<all>{p.pattern.removeprefix('^')})" for p in PREFIXES]
 _RANK = r"^(?<all>\s*\[(?:[A-Za-z_]+)?(?<rank>\d+)\]:\s?)"
 
 
+def prefix_times(text: pl.Series) -> pl.Series:
+    """The capture's time among each line's prefixes (``base.strip_prefixes``' time), or null."""
+    return times(_cut_prefixes(text)[1])
+
+
 def _cut_prefixes(text: pl.Series) -> tuple[pl.Series, pl.Series]:
     """``base.strip_prefixes`` over a column: each line without the prefixes a capture put before
     it (the first pattern that matches, again, up to four deep, never the whole line), and the
@@ -325,7 +330,14 @@ def _cut_prefixes(text: pl.Series) -> tuple[pl.Series, pl.Series]:
 
 
 def times(stamp: pl.Series) -> pl.Series:
-    """``base._iso`` over a column: '2024-05-01T10:00:00,123456789' → a datetime (µs)."""
+    """``base._iso`` over a column: '2024-05-01T10:00:00,123456789' → a datetime (µs); a
+    month-first '12/01/2024 10:00:00' too (day first where the month cannot be)."""
+    if stamp.str.contains("/", literal=True).any():
+        day_first = stamp.str.slice(0, 2).cast(pl.Int64, strict=False) > 12
+        stamp = pl.select(pl.when(pl.lit(day_first))
+                          .then(pl.lit(stamp).str.replace(r"^(\d\d)/(\d\d)/(\d{4})", "${3}-${2}-${1}"))
+                          .otherwise(pl.lit(stamp).str.replace(r"^(\d\d)/(\d\d)/(\d{4})", "${3}-${1}-${2}"))
+                          ).to_series()
     head = stamp.str.slice(0, 19)
     if head.str.contains("T", literal=True).any():
         head = head.str.replace("T", " ", literal=True)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from pathlib import Path
+
+import polars as pl
 
 from losslens.errors import FormatError, InputError
 from losslens.logs.base import RANK_PREFIX, Format, strip_prefixes
@@ -213,4 +215,40 @@ def _read(src: Source, format: str | None) -> LogData:
         sink.lost.append(f"{src.hole_bytes:,} NUL bytes at line starts passed over (a hole in the file: a "
                           "crash before the disk caught up, or copytruncate rotating a log whose writer "
                           "does not append)")
-    return assemble(src.name, fmt.name, sink, acc)
+    return with_capture_times(assemble(src.name, fmt.name, sink, acc), samples, strip)
+
+
+def with_capture_times(data: LogData, samples: Samples | None, strip: bool) -> LogData:
+    """A format that reads its lines whole, prefixes and all (Hugging Face's dicts behind Python
+    logging's '2024-05-01 10:00:00,123 - INFO - __main__ - '), keeps none of their time: when most
+    sample lines carry one and no record has a time, each record gets the capture's time of its
+    line, read in a second pass over the file, column-wise (not from stdin: it is gone)."""
+    if strip or samples is None or data.source == "-" or "time" in data.train.columns or \
+            data.train.is_empty() or \
+            2 * sum(strip_prefixes(x)[1] is not None for x in samples.raw) <= len(samples.raw):
+        return data
+    from losslens.logs.columnar import line_numbers, lines_of, prefix_times
+
+    src = open_source(data.source)
+    parts = []
+    try:
+        first = 1
+        for chunk in src.chunks():
+            text = lines_of(chunk)
+            parts.append(pl.DataFrame({"line": line_numbers(first, len(text)),
+                                       "time": prefix_times(text)}).drop_nulls("time"))
+            first += len(text)
+    finally:
+        src.close()
+    when = pl.concat(parts)
+    if when.is_empty():
+        return data
+
+    def timed(frame: pl.DataFrame) -> pl.DataFrame:
+        if frame.is_empty() or "time" in frame.columns:
+            return frame
+        at = frame.columns.index("line") + 1
+        return frame.join(when, on="line", how="left").select(
+            [*frame.columns[:at], "time", *frame.columns[at:]])
+
+    return replace(data, train=timed(data.train), eval=timed(data.eval))

@@ -24,6 +24,14 @@ KV = [f"step={s} loss={2 - s / 100:.3f} lr=1e-4" for s in range(40)]
 KV[35] = "step=35 loss=nan lr=1e-4"
 
 
+# Hugging Face Trainer's stdout dicts: the parser reads the dict wherever it stands on the line
+HF = [f"{{'loss': {2 - s / 100:.4f}, 'grad_norm': 1.5, 'learning_rate': 0.0001, 'epoch': {s / 40:.2f}}}"
+      for s in range(40)]
+
+
+HF[35] = "{'loss': nan, 'grad_norm': nan, 'learning_rate': 0.0001, 'epoch': 0.88}"
+
+
 PREFIXES = {
     "kubectl --timestamps": lambda i: f"2024-05-01T10:00:{i % 60:02d}.123456789Z ",
     "docker logs -t": lambda i: f"2024-05-01T10:00:{i % 60:02d}.123456789+00:00 ",
@@ -31,6 +39,8 @@ PREFIXES = {
     "journald": lambda i: f"Dec 01 10:00:{i % 60:02d} gpu-node-3 python3[4242]: ",
     "python logging": lambda i: f"2024-05-01 10:00:{i % 60:02d},123 - INFO - ",
     "python logging with name": lambda i: f"2024-05-01 10:00:{i % 60:02d},123 - __main__ - INFO - ",
+    # Hugging Face's example scripts: datefmt '%m/%d/%Y %H:%M:%S'
+    "hf examples": lambda i: f"05/01/2024 10:00:{i % 60:02d} - INFO - __main__ - ",
     "basicConfig": lambda i: "INFO:root:",
     "bracketed time": lambda i: f"[2024-05-01 10:00:{i % 60:02d}] ",
     "pasted quote": lambda i: "> ",
@@ -39,19 +49,23 @@ PREFIXES = {
 }
 
 
-@pytest.mark.parametrize("body", ["nanogpt", "kv"])
+@pytest.mark.parametrize("body", ["nanogpt", "kv", "hf"])
 @pytest.mark.parametrize("capture", list(PREFIXES))
 def test_prefixed_logs_read_as_the_plain_log(tmp_path: Path, capture: str, body: str) -> None:
-    lines = NANOGPT if body == "nanogpt" else KV
+    """Each capture's prefix before three trainers' lines: read as the plain log, the NaN found at
+    its step, and the capture's time kept, also where the format reads its lines whole, prefix
+    and all (Hugging Face's dicts: the time is then read in a second pass)."""
+    lines = {"nanogpt": NANOGPT, "kv": KV, "hf": HF}[body]
     path = tmp_path / "run.log"
     path.write_text("\n".join(PREFIXES[capture](i) + x for i, x in enumerate(lines)) + "\n")
     log = read_log(path)
     assert log.format == body
     assert log.lines.as_dict() == {"total": 40, "parsed": 40, "skipped": 0, "blank": 0}
-    nan = [f for f in analyze(log).findings if f.kind == "nonfinite"]
-    assert [f.start_step for f in nan] == [150 if body == "nanogpt" else 35]
+    nan = [f for f in analyze(log).findings if f.kind == "nonfinite" and f.metric == "loss"]
+    assert [f.start_step for f in nan] == [{"nanogpt": 150, "kv": 35, "hf": 36}[body]]
     micro = {"kubectl --timestamps": 123456, "docker logs -t": 123456, "python logging": 123000,
-             "python logging with name": 123000, "bracketed time": 0, "loguru": 123000}
+             "python logging with name": 123000, "bracketed time": 0, "loguru": 123000,
+             "hf examples": 0}
     if capture in micro:  # the others hold no date: no time
         assert log.train["time"][1] == datetime(2024, 5, 1, 10, 0, 1, micro[capture])
 
@@ -60,6 +74,11 @@ def test_what_is_stripped_and_what_is_not() -> None:
     assert strip_prefixes("2024-05-01 10:00:00,123 - __main__ - INFO - step=1 loss=2") == \
         ("step=1 loss=2", datetime(2024, 5, 1, 10, 0, 0, 123000))
     assert strip_prefixes("> > iter 5: loss 2.0") == ("iter 5: loss 2.0", None)
+    # a logger's name after the level is a dunder or dotted one; a message's own ' - ' stays
+    assert strip_prefixes("12/01/2024 10:00:00 - INFO - __main__ - ***** Running training *****")[0] \
+        == "***** Running training *****"
+    assert strip_prefixes("2025-10-20 03:34:43,941 - src.training.train - INFO - Validation - Loss: "
+                          "0.1996, F1: 0.9995")[0] == "Validation - Loss: 0.1996, F1: 0.9995"
     assert strip_prefixes("iter 5: loss 2.0")[0] == "iter 5: loss 2.0"
     assert strip_prefixes("step=1 loss=2")[0] == "step=1 loss=2"
     assert strip_prefixes("2024-05-01 10:00:00,0.5,1.2")[0] == "2024-05-01 10:00:00,0.5,1.2"  # a CSV row
@@ -154,3 +173,20 @@ def test_a_record_over_several_prefixed_lines_keeps_its_first_line_s_time(tmp_pa
     path.write_text("\n".join(rows) + "\n")
     log = read_log(path)
     assert log.train.height == 20 and log.train["time"].to_list() == heads
+
+
+def test_capture_times_column_wise_as_line_by_line() -> None:
+    """The time text of a capture's prefix, read column-wise (the second pass that times the
+    records of a format reading its lines whole) as ``base._iso`` reads it: ISO with a comma or a
+    point, nanoseconds cut to microseconds, a month-first date (day first where the month cannot
+    be: '13/01/2024')."""
+    import polars as pl
+
+    from losslens.logs.base import _iso
+    from losslens.logs.columnar import times
+
+    texts = ["2024-05-01 10:00:00,123", "2024-05-01T10:00:00.123456789", "12/01/2024 10:00:00",
+             "13/01/2024 23:59:59", "01/13/2024 10:00:00,5", "2024-05-01 10:00:00"]
+    assert times(pl.Series(texts)).to_list() == [_iso(t) for t in texts]
+    assert _iso("12/01/2024 10:00:00") == datetime(2024, 12, 1, 10, 0)
+    assert _iso("13/01/2024 23:59:59") == datetime(2024, 1, 13, 23, 59, 59)
