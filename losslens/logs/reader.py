@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from itertools import islice
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from losslens.errors import FormatError, InputError
@@ -229,14 +230,18 @@ def with_capture_times(data: LogData, samples: Samples | None, strip: bool) -> L
         return data
     from losslens.logs.columnar import line_numbers, lines_of, prefix_times
 
+    wanted = np.unique(np.concatenate([f["line"].to_numpy() for f in (data.train, data.eval)
+                                       if "line" in f.columns]))
     src = open_source(data.source)
     parts = []
     try:
         first = 1
-        for chunk in src.chunks():
+        for chunk in src.chunks():  # only the records' lines are looked at (not a stdout's bars)
             text = lines_of(chunk)
-            parts.append(pl.DataFrame({"line": line_numbers(first, len(text)),
-                                       "time": prefix_times(text)}).drop_nulls("time"))
+            lines = line_numbers(first, len(text))
+            mine = pl.Series(np.isin(lines.to_numpy(), wanted, assume_unique=True))
+            parts.append(pl.DataFrame({"line": lines.filter(mine),
+                                       "time": prefix_times(text.filter(mine))}).drop_nulls("time"))
             first += len(text)
     finally:
         src.close()
