@@ -154,6 +154,9 @@ class Table(Format):
         parser, rows = _TableParser(Sink()), 0
         for i, line in enumerate(lines, 1):
             cells = _cells(line)
+            if parser.train is None and parser.eval is None and not _header(cells) and \
+                    ("  " not in line or _wide_header(line) is None):
+                continue  # before any header, no row: the line is noise (classify_noise says which)
             rows += parser.feed_cells(i, line, cells) is None and not _header(cells)
         return rows
 
