@@ -166,7 +166,7 @@ class KeyValue(Format):
                "q_pre=[50, 50, 46, 45, 44, 46] q_hs=[0] | epoch~0.02 ETA=4.0d")
 
     def sniff(self, lines: list[str]) -> int:
-        return sum(1 for x in lines if _is_kv_record(ANSI.sub("", x)))
+        return sum(1 for x in lines if _is_kv_record(ANSI.sub("", x) if "\x1b" in x else x))
 
     def parser(self, sink: Sink) -> LineParser:
         return _KVParser(sink)
