@@ -38,13 +38,16 @@ class Samples:
     format's score on either is counted once (sniffing, then ``strips``, ask the same)."""
     raw: list[str]
     stripped: list[str]
+    timed: int = 0  # lines whose prefixes hold a capture's time
     scores: dict[tuple[str, bool], int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, lines: list[str], limit: int = SNIFF_LINES) -> Samples:
         raw = [unwrapped(RANK_PREFIX.sub("", x, count=1))
                for x in islice((x for x in lines if x.strip()), limit)]
-        return cls(raw, [RANK_PREFIX.sub("", strip_prefixes(x)[0], count=1) for x in raw])
+        cut = [strip_prefixes(x) for x in raw]
+        return cls(raw, [RANK_PREFIX.sub("", rest, count=1) for rest, _ in cut],
+                   sum(when is not None for _, when in cut))
 
     def score(self, fmt: Format, stripped: bool = False) -> int:
         """``fmt``'s sniff score on the lines as they are, or without a capture's prefixes."""
@@ -225,8 +228,7 @@ def with_capture_times(data: LogData, samples: Samples | None, strip: bool) -> L
     sample lines carry one and no record has a time, each record gets the capture's time of its
     line, read in a second pass over the file, column-wise (not from stdin: it is gone)."""
     if strip or samples is None or data.source == "-" or "time" in data.train.columns or \
-            data.train.is_empty() or \
-            2 * sum(strip_prefixes(x)[1] is not None for x in samples.raw) <= len(samples.raw):
+            data.train.is_empty() or 2 * samples.timed <= len(samples.raw):
         return data
     from losslens.logs.columnar import line_numbers, lines_of, prefix_times
 
