@@ -10,6 +10,7 @@ way the per-line parser would is returned as unread, for that parser to read.
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from importlib import import_module
@@ -51,8 +52,7 @@ def with_units(raw: pl.Series) -> pl.Series:
     number = raw.str.strip_chars_end(LETTERS)
     written = raw.str.slice(number.str.len_chars())
     units = written.unique().drop_nulls().to_list()
-    # as names.unit_scale: '1.05M' is a million, '3m' three minutes
-    scales = {u: MAGNITUDE.get(u, UNIT_SCALE.get(u.lower())) for u in units}
+    scales = {u: column_unit_scale(u) for u in units}
     scale = written.replace_strict(list(scales), list(scales.values()), default=None,
                                    return_dtype=pl.Float64)
     value = raw.cast(pl.Float64, strict=False).fill_null(number.cast(pl.Float64, strict=False) * scale)
@@ -67,11 +67,48 @@ def with_units(raw: pl.Series) -> pl.Series:
     return value.fill_null(seconds)
 
 
-def numbers(raw: pl.Series) -> tuple[pl.Series, pl.Series | None]:
-    """'[50, 50, 46]' strings → List(Float64); rows that need the per-line parser or None."""
+def column_unit_scale(unit: str) -> float | None:
+    """The factor ``with_units`` multiplies a number written with ``unit`` by, as
+    ``names.unit_scale`` reads it ('1.05M' is a million, '3m' three minutes); None for none."""
+    return MAGNITUDE.get(unit, UNIT_SCALE.get(unit.lower()))
+
+
+def unit_of(text: str) -> str:
+    """The unit ``with_units`` reads after the number in ``text`` ('0.68b/s' → 'b/s'), or ''."""
+    unit = text[len(text.rstrip(LETTERS)):]
+    return unit if unit and column_unit_scale(unit) is not None else ""
+
+
+def number_expr(raw: pl.Expr, unit: str = "") -> pl.Expr:
+    """A first reading of text as numbers, for a query that reads many columns at once: a plain
+    cast, and a number followed by ``unit`` scaled as ``with_units`` scales it. Null where it is
+    unsure; where it is not, exactly what ``number_column`` reads (its ``first`` reading)."""
+    value = raw.cast(pl.Float64, strict=False)
+    scale = column_unit_scale(unit) if unit else None
+    if scale is None:
+        return value
+    # a finite number before the unit ends in a digit or a '.', where with_units' cut stops too
+    # ('nanb/s' is no number to it)
+    scaled = raw.str.strip_suffix(unit).cast(pl.Float64, strict=False) * scale
+    return pl.coalesce(value, pl.when(scaled.is_finite()).then(scaled))
+
+
+def list_expr(raw: pl.Expr) -> pl.Expr:
+    """'[50, 50, 46]' → [50.0, 50.0, 46.0]: the first reading of ``numbers`` (a null element
+    where a part is no plain number)."""
+    return (raw.str.strip_prefix("[").str.strip_suffix("]").str.split(", ")
+            .cast(pl.List(pl.Float64), strict=False))
+
+
+def numbers(raw: pl.Series, first: pl.Series | None = None) -> tuple[pl.Series, pl.Series | None]:
+    """'[50, 50, 46]' strings → List(Float64); rows that need the per-line parser or None.
+    ``first``: ``list_expr`` of ``raw``, where a query has read it already (the column is read
+    again only where that reading missed a list or a number in one)."""
+    if first is not None and first.list.explode().null_count() == first.null_count():
+        return first, None  # (a list of text splits into one part or more: a null is a miss)
     inner = raw.str.strip_prefix("[").str.strip_suffix("]")
     empty = inner.str.strip_chars().str.len_bytes() == 0
-    value = inner.str.split(", ").cast(pl.List(pl.Float64), strict=False)
+    value = raw.to_frame().select(list_expr(pl.first())).to_series()
     n_empty = int(empty.sum())
     if value.list.explode().null_count() > n_empty + value.null_count():
         # as names.parse_list: split at ',' and each part stripped ('[4 4, 5]' is no list)
@@ -87,8 +124,15 @@ def numbers(raw: pl.Series) -> tuple[pl.Series, pl.Series | None]:
     return value, unread
 
 
-def _step(raw: pl.Series) -> pl.Series:
-    """``sink.step_value`` over a column: an integer, an integral float, '12' / '12.0' / '12/300'."""
+def _step(raw: pl.Series, first: pl.Series | None = None) -> pl.Series:
+    """``sink.step_value`` over a column: an integer, an integral float, '12' / '12.0' / '12/300'.
+    ``first``: text ``raw`` cast to integers by a query (the rows that cast missed are read here)."""
+    if first is not None and raw.dtype == pl.String:
+        todo = raw.is_not_null() & first.is_null()
+        if not todo.any():
+            return first
+        where = todo.arg_true()
+        return first.scatter(where, _step(raw.gather(where)))
     if raw.dtype.is_integer():
         return raw.cast(pl.Int64, strict=False)
     as_float = raw.cast(pl.Float64, strict=False) if raw.dtype.is_float() else None
@@ -101,13 +145,15 @@ def _step(raw: pl.Series) -> pl.Series:
     return whole if head is None else head.cast(pl.Int64, strict=False).fill_null(whole)
 
 
-def number_column(raw: pl.Series, exact: bool = True) -> tuple[pl.Series, pl.Series]:
+def number_column(raw: pl.Series, exact: bool = True, first: pl.Series | None = None
+                  ) -> tuple[pl.Series, pl.Series]:
     """``names.parse_number`` over a column of text, and the rows still unread. A plain cast
-    first; the units and clock times of ``with_units`` only for the rows it missed; then, where
-    the raw text is ``exact``ly what the per-line parser reads, ``parse_number`` itself for the
-    rest ('1,024', '5m 3s', ' 0.5 '). Unread: what is still missed without ``exact``; with it,
-    only a '[..]' list (a scalar column's row the per-line parser reads as a list)."""
-    value = raw.cast(pl.Float64, strict=False)
+    first (or ``first``, the reading of ``number_expr`` where a query made it); the units and
+    clock times of ``with_units`` only for the rows it missed; then, where the raw text is
+    ``exact``ly what the per-line parser reads, ``parse_number`` itself for the rest ('1,024',
+    '5m 3s', ' 0.5 '). Unread: what is still missed without ``exact``; with it, only a '[..]'
+    list (a scalar column's row the per-line parser reads as a list)."""
+    value = raw.cast(pl.Float64, strict=False) if first is None else first
     missed = raw.is_not_null() & value.is_null()
     if missed.any():  # units, clock times
         where = missed.arg_true()
@@ -132,7 +178,7 @@ def number_column(raw: pl.Series, exact: bool = True) -> tuple[pl.Series, pl.Ser
 
 def metric_columns(sink: Sink, keys: Sequence[str], raws: Sequence[pl.Series],
                    lists: Sequence[bool] | None = None, ordered: bool = True, exact: bool = False,
-                   taken: pl.Series | None = None
+                   taken: pl.Series | None = None, first: Sequence[pl.Series | None] | None = None
                    ) -> tuple[pl.Series, dict[str, pl.Series], list[pl.Series]]:
     """The step, the canonical metric columns and the masks of rows left unread, from one raw
     column per key. Text is read as ``parse_value`` reads it (units; '[..]' lists where ``lists``
@@ -141,19 +187,22 @@ def metric_columns(sink: Sink, keys: Sequence[str], raws: Sequence[pl.Series],
     rows where several hold one are left unread (their order on the line decides). Text the
     columnar parse cannot read ('0:00:24', '1,024', '5m 3s') is left unread, or, when the raw text
     is ``exact``ly what the per-line parser would read, read by ``parse_number`` itself (see
-    ``number_column``). ``taken``: the rows the caller reads (the others name no metric)."""
+    ``number_column``). ``taken``: the rows the caller reads (the others name no metric);
+    ``first``: per key, a first reading of its text column (``number_expr``, ``list_expr``) that
+    a query has made already, or None."""
     n = len(raws[0]) if raws else 0
     unread: list[pl.Series] = []
     step_idx = sorted((i for i, k in enumerate(keys) if k.strip().lower() in STEP_KEYS),
                       key=lambda i: STEP_KEYS.index(keys[i].strip().lower()))
     step = pl.repeat(None, n, dtype=pl.Int64, eager=True)
     for i in step_idx:
-        read = _step(raws[i])
-        if raws[i].dtype == pl.String:  # a step the columns cannot read ("'460", '+5', '1_000',
-            # a vertical tab): the per-line parser decides; a plain number that is no whole one
-            # ('s=0.5') is no step for either
+        read = _step(raws[i], first[i] if first else None)
+        missed = raws[i].is_not_null() & read.is_null()
+        if raws[i].dtype == pl.String and missed.any():  # a step the columns cannot read ("'460",
+            # '+5', '1_000', a vertical tab): the per-line parser decides; a plain number that is
+            # no whole one ('s=0.5') is no step for either
             plain = raws[i].str.contains(r"^-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?(?:/\d+)?$")
-            unread.append(raws[i].is_not_null() & read.is_null() & ~plain.fill_null(False))
+            unread.append(missed & ~plain.fill_null(False))
         step = step.fill_null(read)
     by_name: dict[str, list[int]] = {}
     for i, key in enumerate(keys):
@@ -162,12 +211,12 @@ def metric_columns(sink: Sink, keys: Sequence[str], raws: Sequence[pl.Series],
     wanted = [i for idx in by_name.values() for i in idx]
     values: dict[int, pl.Series] = {}
     for i in wanted:
-        raw = raws[i]
+        raw, given = raws[i], first[i] if first else None
         if raw.dtype == pl.String and not (lists and lists[i]):
-            values[i], missed = number_column(raw, exact)
+            values[i], missed = number_column(raw, exact, given)
             unread.append(missed)
         elif raw.dtype == pl.String:
-            values[i], bad = numbers(raw)
+            values[i], bad = numbers(raw, given)
             if bad is not None:
                 unread.append(bad)
         elif isinstance(raw.dtype, pl.List):
@@ -184,11 +233,14 @@ def metric_columns(sink: Sink, keys: Sequence[str], raws: Sequence[pl.Series],
                     [values[i].is_not_null() for i in idx]) > 1).to_series())
             cols[name] = pl.select(pl.coalesce([values[i] for i in idx])).to_series()
     # the per-line parser names a metric when it reads a value of it: on the rows read here
-    named = ~any_of(unread, n) if taken is None else taken & ~any_of(unread, n)
-    for name, idx in by_name.items():
-        held = [i for i in idx if (values[i].is_not_null() & named).any()]
+    # (each name once: a later chunk's rows change no name already set)
+    unnamed = [name for name in by_name if name not in sink.names]
+    if unnamed:
+        named = ~any_of(unread, n) if taken is None else taken & ~any_of(unread, n)
+    for name in unnamed:
+        held = [i for i in by_name[name] if (values[i].is_not_null() & named).any()]
         if held:
-            sink.names.setdefault(name, keys[held[0]].strip())
+            sink.names[name] = keys[held[0]].strip()
     return step, cols, unread
 
 
@@ -291,6 +343,7 @@ def account_chunk(chunk: bytes, text: pl.Series | None, lineno: pl.Series, blank
 
 # the capture prefixes of ``base.PREFIXES`` whole, as the columnar regex engine writes them
 _WHOLE = [f"^(?<all>{p.pattern.removeprefix('^')})" for p in PREFIXES]
+_RANK_MARK = re.compile(rb"\]:")  # (a compiled search skips the many ']' of a log faster than `in`)
 _RANK = r"^(?<all>\s*\[(?:[A-Za-z_]+)?(?<rank>\d+)\]:\s?)"
 
 
@@ -414,7 +467,7 @@ def without_prefixes(chunk: bytes, first_lineno: int, strip: bool, sink: Sink
     ``strip``) and torchrun rank prefixes, whose time and rank are set as ``sink.tags`` for the
     chunk's rows; with the original lines (for the per-line parser) when anything was cut."""
     sink.tags = None
-    if not strip and b"]:" not in chunk:
+    if not strip and not _RANK_MARK.search(chunk):
         return chunk, None
     text = lines_of(chunk)
     rest, tags = cut_prefixes(text, strip)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import polars as pl
 import pytest
@@ -70,6 +71,36 @@ def test_generated_with_odd_lines(tmp_path, seed: int) -> None:
     path = tmp_path / "odd.log"
     path.write_text("\n".join(lines) + ("\n" if seed else ""))  # seed 0: no final newline
     assert_same(path)
+
+
+# values a template line holds that its first readings (a plain cast, the template's unit, a
+# ', ' split list, an integer step) must leave to the later ones or to the per-line parser
+ODD_VALUES = {
+    "tgt": ["nanb/s", "infb/s", "-infb/s", "1e3b/s", "0.5", "2.5Mb/s", "0.7B/S", "b/s", "1,5b/s", "0:00:24"],
+    "ETA": ["23.5h", "4.0d", "nand", "1e1d", "0:00:24", "1 day, 2:03:04.5", "5m", "d", "-4d"],
+    "step": ["+5", "5.0", "5/100", "'5", "5.5", "1e3", "nan"],
+    "q_pre": ["[]", "[1,2]", "[1, x]", "[ 1, 2]", "[nan, inf]", "[1.5e3, -2]"],
+    "loss": ["nan", "-inf", "1e-3", ".5", "5.", "+0.5", "0x10", "1_0"],
+}
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_first_readings_agree_with_the_per_line_parser(tmp_path, seed: int) -> None:
+    """The query reads numbers with the unit the template was written with, lists split at
+    ', ' and steps as integers in one pass; every value that reading misses or could misread
+    ('nanb/s', a second unit, '[1,2]', '5/100') is read as the per-line parser reads it."""
+    rng = random.Random(seed)
+    lines = list(synth.dflash_lines(3000, seed=seed))
+    for _ in range(600):
+        at = rng.randrange(len(lines))
+        key = rng.choice(list(ODD_VALUES))
+        lines[at] = re.sub(rf"\b{key}=(\[[^\]]*\]|[^ ]+)", f"{key}={rng.choice(ODD_VALUES[key])}",
+                           lines[at], count=1)
+    path = tmp_path / "odd_values.log"
+    path.write_text("\n".join(lines) + "\n")
+    assert_same(path)
+    log = read_log(path)
+    assert log.train.height > 2900 and log.train["eta_s"].drop_nulls().max() > 86400
 
 
 def test_chunk_boundaries_do_not_split_lines(tmp_path, chunks_of) -> None:

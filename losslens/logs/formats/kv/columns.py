@@ -13,7 +13,7 @@ import io
 import re
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,12 +26,16 @@ from losslens.logs.columnar import (
     any_of,
     line_numbers,
     lines_of,
+    list_expr,
     metric_columns,
+    number_expr,
     ranked_feed,
     times,
+    unit_of,
     without_prefixes,
 )
 from losslens.logs.formats.kv import ESPNET_BATCH, ESPNET_RESULTS, KV, TOKRATE
+from losslens.logs.names import STEP_KEYS
 from losslens.logs.sink import Accounting, Sink, feed_line
 from losslens.logs.source import Source, count_lines, decode_lines
 
@@ -52,6 +56,9 @@ class Template:
     # '\x00' + its last character where that text varies (holds numbers)
     lists: tuple[bool, ...]  # the value is a [..] list
     rate_cell: int | None  # the cell holding '(32.1Ktok/s)', if any
+    # the unit each value was written with in the line the template was made from ('b/s', 'd'),
+    # read in the same query as the plain numbers (a line with another unit is read all the same)
+    units: tuple[str, ...] = field(default=(), compare=False)
 
 
 def templates(sample: list[str]) -> list[Template]:
@@ -83,7 +90,7 @@ def _template(line: str) -> Template | None:
     # text with numbers in it between a value and the next key varies: keep its last char
     lead = tuple("\x00" + x[-1:] if DIGIT.search(x) else x for x in lead)
     return Template(tuple(k for k, _, _ in pairs), lead, tuple(v.startswith("[") for _, _, v in pairs),
-                    rate[0] if rate else None)
+                    rate[0] if rate else None, tuple(unit_of(v) for _, _, v in pairs))
 
 
 def read_cells(chunk: bytes, width: int) -> pl.DataFrame | None:
@@ -102,7 +109,8 @@ def read_cells(chunk: bytes, width: int) -> pl.DataFrame | None:
 
 
 def _template_rows(cells: pl.DataFrame, t: Template, rate_only_there: bool) -> pl.DataFrame:
-    """Per row: does it follow ``t``, and the raw value of each key."""
+    """Per row, in one query: does it follow ``t``, the raw value of each key and its first
+    reading as a number or a list (``first{i}``; see ``columnar.metric_columns``)."""
     m = len(t.keys)
     c = [pl.col(f"c{i}") for i in range(m + 2)]
     fits = [c[m].is_not_null(), c[m + 1].is_null()]
@@ -118,16 +126,21 @@ def _template_rows(cells: pl.DataFrame, t: Template, rate_only_there: bool) -> p
             # the value is all that stands before the fixed tail; where it holds a character at
             # which the per-line parser's value ends (a vertical tab, a '|'), neither a number nor
             # a step reads it, and the row goes to that parser (see columnar.metric_columns)
-            raws.append(cell.str.head(-tail).alias(f"raw{i}"))
-            continue
-        if is_list:
-            end = cell.str.find("]", literal=True) + 1
-            fits.append(cell.str.starts_with("[") & end.is_not_null())
+            raw = cell.str.head(-tail)
         else:
-            end = cell.str.find(VALUE_END)
-            fits.append(end.is_null() | (end > 0))
-        raws.append(pl.when(end.is_null()).then(cell).otherwise(cell.str.slice(0, end))
-                    .alias(f"raw{i}"))
+            if is_list:
+                end = cell.str.find("]", literal=True) + 1
+                fits.append(cell.str.starts_with("[") & end.is_not_null())
+            else:
+                end = cell.str.find(VALUE_END)
+                fits.append(end.is_null() | (end > 0))
+            raw = pl.when(end.is_null()).then(cell).otherwise(cell.str.slice(0, end))
+        raws.append(raw.alias(f"raw{i}"))
+        if t.keys[i].strip().lower() in STEP_KEYS:
+            first = raw.cast(pl.Int64, strict=False)
+        else:
+            first = list_expr(raw) if is_list else number_expr(raw, t.units[i] if t.units else "")
+        raws.append(first.alias(f"first{i}"))
     if t.rate_cell is not None:
         raws.append(c[t.rate_cell].str.extract_groups(TOKRATE.pattern).alias("rate"))
         if not rate_only_there:  # a rate elsewhere in some line: the per-line parser decides
@@ -136,18 +149,18 @@ def _template_rows(cells: pl.DataFrame, t: Template, rate_only_there: bool) -> p
         fits += [~c[i].str.contains("tok/s", literal=True) for i in range(m + 1)]
     # the wall time a line starts with, as the per-line parser reads it (base.leading_time)
     raws.append(c[0].str.extract(TIMESTAMP.pattern, 1).alias("stamp"))
-    out = cells.lazy().select(raws).collect()
-    fit = pl.concat([cells, out], how="horizontal").lazy().select(
-        pl.all_horizontal(fits).alias("fit")).collect()["fit"].fill_null(False)
-    return out.with_columns(fit, times(out["stamp"]).alias("time")).drop("stamp")
+    out = cells.lazy().select(*raws, pl.all_horizontal(fits).fill_null(False).alias("fit")).collect()
+    return out.with_columns(times(out["stamp"]).alias("time")).drop("stamp")
 
 
 def _read_template(rows: pl.DataFrame, t: Template, lineno: pl.Series, sink: Sink,
                    pending: pl.Series) -> pl.Series:
     """Add the rows of ``t`` to ``sink``; returns the rows still unread (for the next pass)."""
     fit = rows["fit"] & pending
-    step, cols, unread = metric_columns(sink, t.keys, [rows[f"raw{i}"] for i in range(len(t.keys))],
-                                        lists=t.lists, taken=fit)
+    n = len(t.keys)
+    step, cols, unread = metric_columns(
+        sink, t.keys, [rows[f"raw{i}"] for i in range(n)], lists=t.lists, taken=fit,
+        first=[rows[f"first{i}"] for i in range(n)])
     if t.rate_cell is not None:
         r = rows["rate"].struct
         tok = r.field("1").cast(pl.Float64, strict=False) * r.field("2").replace_strict(
