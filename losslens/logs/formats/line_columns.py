@@ -205,26 +205,68 @@ def _key_columns(fields: pl.DataFrame, n: int, sink: Sink
     return step, cols, any_of([bad, *unread], n)
 
 
+_INNER_HEAD = FAIRSEQ_INNER.pattern.removesuffix("(.*)$")
+_ENDS = [",", " ", "\t", "\n", "\x0b", "\x0c", "\r"]  # [,\s] on an ASCII line
+
+
+def _fairseq_pairs(rest: pl.Series, sink: Sink) -> tuple[pl.Series, dict[str, pl.Series], pl.Series]:
+    """FAIRSEQ_KV's pairs of each row's text, in long form (see ``_key_columns``)."""
+    n = len(rest)
+    pairs = pl.DataFrame({"row#": pl.int_range(0, n, eager=True),
+                          "pair": rest.str.extract_all(FAIRSEQ_KV.pattern)}).explode("pair")
+    # a match is 'key=value' and the character that ended the value (',', a space, none at the end)
+    cut = pairs["pair"].str.splitn("=", 2)
+    value = cut.struct.field("field_1")
+    fields = pl.DataFrame({"row#": pairs["row#"], "key": cut.struct.field("field_0"), "value": value}
+                          ).filter(pl.col("value").is_not_null()).with_columns(
+        pl.when(pl.col("value").str.slice(-1).is_in(_ENDS)).then(pl.col("value").str.head(-1))
+        .otherwise(pl.col("value")))
+    return _key_columns(fields, n, sink)
+
+
+def _same_pairs(rest: pl.Series, sink: Sink
+                ) -> tuple[pl.Series, dict[str, pl.Series], pl.Series] | None:
+    """The pairs of ``_fairseq_pairs`` where every row holds the first row's keys in the same
+    order, 'k1=v1, k2=v2, …', each value neither empty nor holding a ',' or a space (where
+    FAIRSEQ_KV finds exactly those pairs): read column by column, without the long form; None
+    where a row does not (those chunks take the long form, every row of them)."""
+    keys = [k for k, _ in FAIRSEQ_KV.findall(rest[0] or "")]
+    if not keys or len(set(keys)) != len(keys) or len(keys) > MAX_KEYS:
+        return None
+    k, text, parts = len(keys), pl.col("rest"), pl.col("parts")
+    # k parts, and no ',' or space but those of the k - 1 separators: no value holds one
+    fits = [parts.list.len() == k, text.str.count_matches(",", literal=True) == k - 1,
+            text.str.count_matches(" ", literal=True) == k - 1, ~text.str.contains(r"[\t\n\x0b\x0c\r]")]
+    values = []
+    for j, key in enumerate(keys):
+        part = parts.list.get(j, null_on_oob=True)
+        fits += [part.str.starts_with(key + "="), part.str.len_bytes() > len(key) + 1]
+        values.append(part.str.slice(len(key) + 1).alias(f"v{j}"))
+    out = rest.to_frame("rest").lazy().with_columns(text.str.split(", ").alias("parts")).select(
+        pl.all_horizontal(fits).fill_null(False).alias("fit"), *values).collect()
+    if not out["fit"].all():
+        return None
+    step, cols, unread = metric_columns(sink, keys, [out[f"v{j}"] for j in range(len(keys))],
+                                        ordered=False, exact=True)
+    return step, cols, any_of(unread, len(rest))
+
+
 def fairseq_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = None) -> pl.Series:
     """fairseq's '| train_inner | epoch E: N / M key=value, …' lines (the step the best step key
     among the pairs, the epoch the head's) and its '| valid | epoch E | name value | …' lines (eval
     records); the epoch summaries and the rest are the per-line parser's."""
     sure = pl.select(pl.when(~pl.lit(text).str.contains(_UNSURE)).then(pl.lit(text))).to_series()
-    hit, g = matched(sure, FAIRSEQ_INNER.pattern)
+    hit, g = matched(sure, f"(?<head>{_INNER_HEAD})")
     done = hit.to_numpy().copy()
     if hit.any():
         n = len(g)
-        pairs = pl.DataFrame({"row#": pl.int_range(0, n, eager=True),
-                              "pair": g["4"].str.extract_all(FAIRSEQ_KV.pattern)}).explode("pair")
-        # a match is 'key=value' and the character that ended the value (',', a space, none at the end)
-        cut = pairs["pair"].str.splitn("=", 2)
-        value = cut.struct.field("field_1")
-        fields = pl.DataFrame({"row#": pairs["row#"], "key": cut.struct.field("field_0"), "value": value}
-                              ).filter(pl.col("value").is_not_null()).with_columns(
-            pl.when(pl.col("value").str.contains(r"[,\s]$")).then(pl.col("value").str.head(-1))
-            .otherwise(pl.col("value")))
-        step, cols, bad = _key_columns(fields, n, sink)
-        cols["epoch"] = g["1"].cast(pl.Float64)  # the head's epoch over any 'epoch=' pair, as the parser
+        # the pairs: the rest of the line after the head (FAIRSEQ_INNER's '(.*)$', which costs the
+        # regex crate three times the head's match), at the head's offset (ASCII lines: bytes
+        # are characters)
+        line = sure.filter(hit)
+        rest = line.str.slice(line.str.find(_INNER_HEAD) + g["head"].str.len_chars())
+        step, cols, bad = _same_pairs(rest, sink) or _fairseq_pairs(rest, sink)
+        cols["epoch"] = g["2"].cast(pl.Float64)  # the head's epoch over any 'epoch=' pair, as the parser
         add_rows(sink, {"step": step, "line": lineno.filter(hit), "time": leading_times(text.filter(hit))},
                  cols, bad)
         done = _less(done, bad).to_numpy()

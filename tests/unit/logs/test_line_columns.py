@@ -102,6 +102,35 @@ def test_generated_with_odd_lines(tmp_path, seed: int) -> None:
         assert read_log(path).format == format
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_fairseq_same_keys_read_as_the_long_form(seed: int) -> None:
+    """fairseq's pairs read column by column when every row holds the first row's keys give the
+    long form's step, columns and unread rows; a chunk with any other row (a value with a ',', a
+    space or a tab, an empty one, a key missing, moved or twice) is left to the long form."""
+    import polars as pl
+
+    from losslens.logs.formats.line_columns import _fairseq_pairs, _same_pairs
+    from losslens.logs.sink import Sink
+
+    rng = random.Random(seed)
+    keys = ["loss", "nll_loss", "ppl", "wps", "num_updates", "lr", "gnorm", "wall"]
+    good = [", ".join(f"{k}={rng.choice(['1.5', '2', 'nan', '3e-4', '0:00:24', '4m', 'inf', 'x=1'])}"
+                      for k in keys) for _ in range(30)]
+    good[0] = "loss=1.5, nll_loss=2, ppl=3e-4, wps=2, num_updates=x=1, lr=4m, gnorm=inf, wall=0:00:24"
+    base = good[0]
+    odd = [base.replace("=1.5", "=1,5", 1), base.replace(", lr=", ", lr= "), base + " ",
+           base.replace(", ", ",\t", 1), base.replace("wps=", "wps=,"), base.replace(", ppl=", ", lr="),
+           ", ".join(reversed(base.split(", "))), base.rsplit(", ", 1)[0], "loss=", base + ", loss=1"]
+    for rows in [good, *([*good[:5], o, *good[5:]] for o in odd)]:
+        fast, slow = _same_pairs(pl.Series(rows), Sink()), _fairseq_pairs(pl.Series(rows), Sink())
+        assert (fast is not None) == (rows is good)
+        if fast is None:
+            continue
+        assert fast[0].equals(slow[0]) and fast[2].equals(slow[2])
+        assert sorted(fast[1]) == sorted(slow[1])
+        assert all(fast[1][c].equals(slow[1][c]) for c in fast[1])
+
+
 @pytest.mark.parametrize("prefix", ["[rank{r}]: ", "[default{r}]: ", "2024-05-01T10:00:{s:02d}.5Z "])
 @pytest.mark.parametrize("format", ["megatron", "fairseq"])
 def test_ranked_and_timestamped(tmp_path, prefix: str, format: str) -> None:
