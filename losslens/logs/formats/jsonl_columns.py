@@ -27,6 +27,7 @@ from losslens.logs.sink import MAX_KEYS, Sink
 NONFINITE = r"[:\[,]\s*-?(?:NaN|Infinity)\s*[,}\]]"
 KEY = r'"(?:[^"\\]|\\.)*"\s*:'
 SUMMARY = "|".join(f'"{k}"' for k in SUMMARY_KEYS)
+SCHEMA_ROWS = 1000  # the rows whose types are inferred, where every row's keys are known
 
 
 def _leaves(df: pl.DataFrame) -> tuple[list[str], list[pl.Series]]:
@@ -44,11 +45,34 @@ def _leaves(df: pl.DataFrame) -> tuple[list[str], list[pl.Series]]:
     return keys, cols
 
 
-def _objects(body: pl.Series) -> pl.DataFrame | None:
+def _present(df: pl.DataFrame) -> pl.Series:
+    """Per row, how many keys the frame holds a value for (a nested object counts as one key,
+    and its own keys too)."""
+    counts = [pl.col(c).is_not_null().cast(pl.Int64) for c in df.columns]
+    total = df.select(pl.sum_horizontal(counts) if counts else pl.lit(0, pl.Int64)).to_series()
+    for s in df.iter_columns():
+        if isinstance(s.dtype, pl.Struct):
+            total = total + _present(s.struct.unnest())
+    return total
+
+
+def _objects(body: pl.Series, n_keys: pl.Series | None = None) -> pl.DataFrame | None:
     """The object lines as one frame, or None where polars cannot read them (or reads a
-    different number of rows)."""
+    different number of rows). Every row's types are inferred (a key first seen late, an int
+    column that turns float), unless ``n_keys`` (how many '"name":' each line holds) shows
+    that the schema of the first SCHEMA_ROWS rows read every key of every row: polars drops a
+    key the schema lacks without a word, and raises where a value does not fit it; a text
+    column may hold what other rows write as numbers or lists, and is inferred from them all."""
     data = body.str.join("\n").item().encode()
     try:
+        if n_keys is not None and len(body) > SCHEMA_ROWS:
+            try:
+                df = pl.read_ndjson(data, infer_schema_length=SCHEMA_ROWS)
+            except (pl.exceptions.PolarsError, ValueError, OverflowError):
+                df = None
+            if df is not None and df.height == len(body) and pl.String not in df.schema.values() and \
+                    _present(df).equals(n_keys.cast(pl.Int64), check_names=False):
+                return df
         df = pl.read_ndjson(data, infer_schema_length=None)
     except (pl.exceptions.PolarsError, ValueError, OverflowError):
         return None
@@ -56,15 +80,17 @@ def _objects(body: pl.Series) -> pl.DataFrame | None:
 
 
 def read_objects(body: pl.Series, lineno: pl.Series, sink: Sink, evals: bool = True,
-                 n_keys: pl.Series | None = None) -> tuple[np.ndarray, pl.Series]:
+                 n_keys: pl.Series | None = None, all_keys: pl.Series | None = None
+                 ) -> tuple[np.ndarray, pl.Series]:
     """JSON object lines (``body``) read column-wise into ``sink`` as ``emit_mapping`` reads each;
     the rows read, and the steps of the train records made. Without ``evals``, rows holding an
     eval metric are left to the per-line parser too. ``n_keys``: how many keys each flat object
     holds, where known; a row with fewer values named a key twice (polars keeps the first value,
-    Python the last) and is left to the per-line parser."""
+    Python the last) and is left to the per-line parser. ``all_keys``: how many '"name":' each
+    line holds, nested ones too (see ``_objects``)."""
     read = np.zeros(len(body), dtype=bool)
     nothing = pl.Series("step", [], dtype=pl.Int64)
-    df = _objects(body) if len(body) else None
+    df = _objects(body, all_keys if all_keys is not None else n_keys) if len(body) else None
     if df is None:
         return read, nothing
     unread: list[pl.Series] = []
@@ -109,7 +135,8 @@ def jsonl_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = 
         keys = body.str.extract_all(KEY)
         obj = obj & (keys.list.len() == keys.list.n_unique()).fill_null(True)
     if obj.any():
-        read[obj.arg_true().to_numpy()] = read_objects(body.filter(obj), lineno.filter(obj), sink)[0]
+        read[obj.arg_true().to_numpy()] = read_objects(body.filter(obj), lineno.filter(obj), sink,
+                                                       all_keys=keys.list.len().filter(obj))[0]
     return pl.Series(read)
 
 

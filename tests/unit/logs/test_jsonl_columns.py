@@ -87,6 +87,33 @@ def test_mixed_number_and_text_values_and_key_orders(tmp_path) -> None:
     assert_same(path)
 
 
+LATE = [  # what the first 1,000 rows' schema cannot hold, first seen after them
+    {"eval_loss": 2.5},  # a key first seen late
+    {"stats": {"gnorm": 1.0, "acc": 0.5}},  # a nested key first seen late
+    {"tokens": 1.5},  # an int column that turns float
+    {"tokens": "12"},  # ... or text
+    {"lr": None},  # a null value
+    {"lr": [1e-4, 2e-4]},  # a list where a number stood
+    {"note": 'say "hi": now'},  # a quote and a colon in a text value
+    {"stats": {}},  # an empty object
+]
+
+
+@pytest.mark.parametrize("late", range(len(LATE)))
+def test_schema_of_the_first_rows_or_of_all(tmp_path, late: int) -> None:
+    """The first rows' types are inferred and read every row where each row's count of keys
+    shows that nothing was dropped; a key, a nested key or a type first seen late reads what
+    the per-line parser reads."""
+    rows = [{"step": i, "loss": 3 - i / 3000, "lr": 1e-4, "tokens": 4096 + i, "stats": {"gnorm": 1.0}}
+            for i in range(3000)]
+    rows[2500].update(LATE[late])
+    path = tmp_path / "late.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert_same(path)
+    log = read_log(path)
+    assert log.train.height == 3000 and log.lines.parsed == 3000
+
+
 @pytest.mark.parametrize("prefix", ["[rank{r}]: ", "2024-05-01T10:00:{s:02d}.5Z ", "> INFO:root:"])
 def test_captured_and_ranked_lines(tmp_path, prefix: str) -> None:
     rng = random.Random(1)
