@@ -93,6 +93,14 @@ def number_expr(raw: pl.Expr, unit: str = "") -> pl.Expr:
     return pl.coalesce(value, pl.when(scaled.is_finite()).then(scaled))
 
 
+def first_reading(raw: pl.Expr, key: str, unit: str = "") -> pl.Expr:
+    """The first reading ``metric_columns`` takes of a key's text column (its ``first``): an
+    integer cast for a step key, ``number_expr`` for any other."""
+    if key.strip().lower() in STEP_KEYS:
+        return raw.cast(pl.Int64, strict=False)
+    return number_expr(raw, unit)
+
+
 def list_expr(raw: pl.Expr) -> pl.Expr:
     """'[50, 50, 46]' → [50.0, 50.0, 46.0]: the first reading of ``numbers`` (a null element
     where a part is no plain number)."""

@@ -5,6 +5,7 @@ lines to that parser). Tests check both paths give the same frame."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -14,11 +15,13 @@ from losslens.logs.base import ANSI
 from losslens.logs.columnar import (
     add_rows,
     any_of,
+    first_reading,
     leading_times,
     local_times,
     matched,
     metric_columns,
     number_column,
+    unit_of,
 )
 from losslens.logs.formats.fairseq import FAIRSEQ_INNER, FAIRSEQ_KV, FAIRSEQ_PIPE, FAIRSEQ_VALID
 from losslens.logs.formats.megatron import MEGA_NAMES, MEGA_VALID
@@ -251,6 +254,40 @@ def _same_pairs(rest: pl.Series, sink: Sink
     return step, cols, any_of(unread, len(rest))
 
 
+Split = Callable[[pl.Expr], tuple[pl.Expr, pl.Expr]]  # a pair's text -> (its key, its value)
+
+
+def _same_keys(pairs: pl.Series, split: Split, sink: Sink
+               ) -> tuple[pl.Series, dict[str, pl.Series], pl.Series] | None:
+    """``_key_columns`` of each row's pairs (a list of texts, each ``split`` into its key and its
+    value) where every row holds the first row's keys in the same order, each value neither null
+    nor empty: read position by position, without the long form and its pivot (the same keys,
+    in the same order, give the same columns); None where a row does not."""
+    first = pairs[0] if len(pairs) else None
+    if first is None or not 0 < len(first) <= MAX_KEYS:
+        return None
+    key0, value0 = split(pl.col("p"))
+    head = first.to_frame("p").select(key0.alias("key"), value0.fill_null("").alias("value"))
+    keys, units = head["key"].to_list(), [unit_of(v) for v in head["value"].to_list()]
+    if None in keys or len(set(keys)) != len(keys):
+        return None
+    col = pl.col("pairs")
+    fits, values = [col.list.len() == len(keys)], []
+    for j, key in enumerate(keys):
+        k, v = split(col.list.get(j, null_on_oob=True))
+        fits += [k == key, v.str.len_bytes() > 0]
+        # and a first reading as a number, with the unit of the first row ('39.12GiB')
+        values += [v.alias(f"v{j}"), first_reading(v, key, units[j]).alias(f"first{j}")]
+    out = pairs.to_frame("pairs").lazy().select(pl.all_horizontal(fits).fill_null(False).alias("fit"),
+                                                *values).collect()
+    if not out["fit"].all():
+        return None
+    step, cols, unread = metric_columns(sink, keys, [out[f"v{j}"] for j in range(len(keys))],
+                                        ordered=False, exact=True,
+                                        first=[out[f"first{j}"] for j in range(len(keys))])
+    return step, cols, any_of(unread, len(pairs))
+
+
 def fairseq_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = None) -> pl.Series:
     """fairseq's '| train_inner | epoch E: N / M key=value, …' lines (the step the best step key
     among the pairs, the epoch the head's) and its '| valid | epoch E | name value | …' lines (eval
@@ -302,6 +339,8 @@ def fairseq_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object 
 # (those lines, and any 'info' or 'nano', are the per-line parser's)
 _TITAN_PAIR = TITAN_PAIR.pattern.replace("(?![A-Za-z])", "")
 _TITAN_AHEAD = r"(?i)(?:nan|inf)[A-Za-z]"
+# TITAN is 'step:\s*(\d+)\s+(loss:\s*\S+.*)$': its tail matches wherever 'loss:\s*\S' does
+_TITAN_HEAD = "(?<head>" + TITAN.pattern.removesuffix(r"(loss:\s*\S+.*)$") + r")loss:\s*\S"
 
 
 def torchtitan_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = None) -> pl.Series:
@@ -309,27 +348,39 @@ def torchtitan_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: obje
     colours stripped: the step the head's, each 'name: value' pair as the parser finds it."""
     clean = text.str.replace_all(ANSI.pattern, "")
     sure = pl.select(pl.when(~pl.lit(clean).str.contains(_UNSURE)).then(pl.lit(clean))).to_series()
-    hit, g = matched(sure, TITAN.pattern)
-    ahead = g["2"].str.contains(_TITAN_AHEAD)
+    # TITAN's '(loss:\s*\S+.*)$' read as the rest of the line from 'loss:' (the regex crate's
+    # capture of the tail costs three times the match of its head; ASCII lines: bytes are characters)
+    hit, g = matched(sure, _TITAN_HEAD)
+    line = clean.filter(hit)
+    rest = line.str.slice(sure.filter(hit).str.find(_TITAN_HEAD) + g["head"].str.len_chars())
+    ahead = rest.str.contains(_TITAN_AHEAD)
     if ahead.any():  # the look-ahead decides there: the per-line parser's
-        hit, g = _less(hit, ahead), g.filter(~ahead)
+        hit, g, rest, line = _less(hit, ahead), g.filter(~ahead), rest.filter(~ahead), line.filter(~ahead)
     if not hit.any():
         return hit
-    n = len(g)
-    pairs = pl.DataFrame({"row#": pl.int_range(0, n, eager=True),
-                          "pair": g["2"].str.extract_all(_TITAN_PAIR)}).explode("pair")
-    # a match is 'key:', spaces, the value and its unit, then perhaps '(…)' (neither holds a ':'
-    # or a '(' before it)
-    cut = pairs["pair"].str.splitn(":", 2)
-    value = cut.struct.field("field_1").str.strip_chars_start(" \t\n\r\f\v").str.splitn("(", 2)
-    fields = pl.DataFrame({"row#": pairs["row#"], "key": cut.struct.field("field_0").str.strip_chars(),
-                           "value": value.struct.field("field_0")}).filter(pl.col("value").is_not_null())
-    _, cols, bad = _key_columns(fields, n, sink)
-    line = clean.filter(hit)
+    pairs = rest.str.extract_all(_TITAN_PAIR)
+    _, cols, bad = _same_keys(pairs, _titan_pair, sink) or \
+        _key_columns(_long(pairs, _titan_pair), len(g), sink)
     after = line.str.splitn("] ", 2).struct.field("field_1").fill_null(line)  # as the parser
-    add_rows(sink, {"step": g["1"].cast(pl.Int64, strict=False), "line": lineno.filter(hit),
+    add_rows(sink, {"step": g["2"].cast(pl.Int64, strict=False), "line": lineno.filter(hit),
                     "time": leading_times(after).fill_null(leading_times(line))}, cols, bad)
     return _less(hit, bad)
+
+
+def _titan_pair(pair: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """A TITAN_PAIR match, 'key:', spaces, the value and its unit, then perhaps '(…)' (neither
+    holds a ':' or a '(' before it): its key and its value."""
+    cut = pair.str.splitn(":", 2)
+    value = cut.struct.field("field_1").str.strip_chars_start(" \t\n\r\f\v").str.splitn("(", 2)
+    return cut.struct.field("field_0").str.strip_chars(), value.struct.field("field_0")
+
+
+def _long(pairs: pl.Series, split: Split) -> pl.DataFrame:
+    """Each row's pairs as (row#, key, value) rows for ``_key_columns`` (a pair whose value is
+    null left out)."""
+    long = pl.DataFrame({"row#": pl.int_range(0, len(pairs), eager=True), "pair": pairs}).explode("pair")
+    key, value = split(pl.col("pair"))
+    return long.select("row#", key.alias("key"), value.alias("value")).filter(pl.col("value").is_not_null())
 
 
 # a line whose start Python's \s and the regex crate's may read differently (a field line starts

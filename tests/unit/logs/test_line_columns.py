@@ -131,6 +131,38 @@ def test_fairseq_same_keys_read_as_the_long_form(seed: int) -> None:
         assert all(fast[1][c].equals(slow[1][c]) for c in fast[1])
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_same_keys_read_as_the_long_form(seed: int) -> None:
+    """Pairs read position by position when every row holds the first row's keys (torchtitan's
+    'name: value' pairs, units and all) give the long form's step, columns and unread rows; a
+    row with a key missing, moved, renamed or twice leaves the whole chunk to the long form."""
+    import polars as pl
+
+    from losslens.logs.formats.line_columns import _TITAN_PAIR, _key_columns, _long, _same_keys, _titan_pair
+    from losslens.logs.sink import Sink
+
+    rng = random.Random(seed)
+
+    def row(step: int) -> str:
+        return (f"loss: {rng.choice(['7.9551', 'nan', '1e-3', '-inf', '2'])}  "
+                f"memory: {rng.choice(['39.12GiB(41.18%)', '9GiB(9.6%)', '0.5GB', '12'])}  "
+                f"tps: {rng.choice(['6,561', '6561', '1,234,567', '7.5k'])}  "
+                f"mfu: {rng.choice(['38.52%', '0.1%', '3'])}")
+
+    good = [row(i) for i in range(40)]
+    odd = [good[0].replace("mfu:", "mfu2:"), good[0].split("  ", 1)[1], good[0] + "  loss: 3",
+           "  ".join(reversed(good[0].split("  "))), good[0].replace("tps: ", "tps: (")]
+    for rows in [good, *([*good[:7], o, *good[7:]] for o in odd)]:
+        pairs = pl.Series(rows).str.extract_all(_TITAN_PAIR)
+        fast = _same_keys(pairs, _titan_pair, Sink())
+        slow = _key_columns(_long(pairs, _titan_pair), len(rows), Sink())
+        assert (fast is not None) == (rows is good)
+        if fast is None:
+            continue
+        assert fast[0].equals(slow[0]) and fast[2].equals(slow[2]) and sorted(fast[1]) == sorted(slow[1])
+        assert all(fast[1][c].equals(slow[1][c]) for c in fast[1])
+
+
 @pytest.mark.parametrize("prefix", ["[rank{r}]: ", "[default{r}]: ", "2024-05-01T10:00:{s:02d}.5Z "])
 @pytest.mark.parametrize("format", ["megatron", "fairseq"])
 def test_ranked_and_timestamped(tmp_path, prefix: str, format: str) -> None:

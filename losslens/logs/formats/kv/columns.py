@@ -24,11 +24,11 @@ from losslens.logs.columnar import (
     account_chunk,
     add_rows,
     any_of,
+    first_reading,
     line_numbers,
     lines_of,
     list_expr,
     metric_columns,
-    number_expr,
     ranked_feed,
     times,
     unit_of,
@@ -136,10 +136,8 @@ def _template_rows(cells: pl.DataFrame, t: Template, rate_only_there: bool) -> p
                 fits.append(end.is_null() | (end > 0))
             raw = pl.when(end.is_null()).then(cell).otherwise(cell.str.slice(0, end))
         raws.append(raw.alias(f"raw{i}"))
-        if t.keys[i].strip().lower() in STEP_KEYS:
-            first = raw.cast(pl.Int64, strict=False)
-        else:
-            first = list_expr(raw) if is_list else number_expr(raw, t.units[i] if t.units else "")
+        first = list_expr(raw) if is_list and t.keys[i].strip().lower() not in STEP_KEYS else \
+            first_reading(raw, t.keys[i], t.units[i] if t.units else "")
         raws.append(first.alias(f"first{i}"))
     if t.rate_cell is not None:
         raws.append(c[t.rate_cell].str.extract_groups(TOKRATE.pattern).alias("rate"))
