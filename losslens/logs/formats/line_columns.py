@@ -74,9 +74,57 @@ def nanogpt_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object 
     return hit | rest
 
 
+def _field_key(part: pl.Expr) -> pl.Expr:
+    """A Megatron field's name: the text before its first ':', stripped."""
+    return part.str.splitn(":", 2).struct.field("field_0").str.strip_chars()
+
+
+def _same_fields(body: pl.Series, sink: Sink) -> dict[str, pl.Series] | None:
+    """``_fields`` where every body's '|' parts hold the first body's names in the same order,
+    each name of MEGA_NAMES once: read position by position, without the long form and its
+    pivot; None where a body does not."""
+    first = body[:1].str.split("|").explode()
+    if not len(body) or first.is_null().any():
+        return None
+    keys = first.to_frame("p").select(_field_key(pl.col("p"))).to_series().to_list()
+    named = [(j, MEGA_NAMES[k.lower()]) for j, k in enumerate(keys) if k.lower() in MEGA_NAMES]
+    if not all(k.isascii() for k in keys) or len({n for _, n in named}) != len(named):
+        return None  # (a name twice: the last value wins; polars' and Python's lower() differ past ASCII)
+    parts = pl.col("parts")
+    fits = [parts.list.len() == len(keys)] + [
+        _field_key(parts.list.get(j, null_on_oob=True)) == k for j, k in enumerate(keys)]
+    words = []
+    for j, _ in named:  # one word after the ':'
+        word = parts.list.get(j, null_on_oob=True).str.splitn(":", 2).struct.field("field_1")
+        word = word.str.strip_chars()
+        words.append(pl.when((word.str.len_bytes() > 0) & ~word.str.contains(r"\s")).then(word)
+                     .alias(f"w{j}"))
+    out = body.to_frame("body").lazy().with_columns(pl.col("body").str.split("|").alias("parts")).select(
+        pl.all_horizontal(fits).fill_null(False).alias("fit"), *words).collect()
+    if not out["fit"].all():
+        return None
+    cols: dict[str, pl.Series] = {}
+    for j, name in named:
+        value = number_column(out[f"w{j}"])[0]
+        if name == "step_time_s":  # (numpy's division: polars' multiplies by the inverse)
+            held = value.is_not_null().arg_true()
+            value = value.scatter(held, value.gather(held).to_numpy() / 1000.0)
+        if value.is_not_null().any():  # (as _wide: a name no row holds is no column)
+            name = unreserved(name) if name in RESERVED else name
+            sink.names.setdefault(name, keys[j])
+            cols[name] = value.alias(name)
+    return cols
+
+
 def _fields(body: pl.Series, sink: Sink) -> dict[str, pl.Series]:
     """The 'name: value |' fields of Megatron lines' bodies as metric columns (one row per body):
     MEGA_NAMES' names, the last of a name on a line kept, as ``_MegatronParser._fields``."""
+    same = _same_fields(body, sink)
+    return same if same is not None else _long_fields(body, sink)
+
+
+def _long_fields(body: pl.Series, sink: Sink) -> dict[str, pl.Series]:
+    """``_fields`` through the long form: one row per (body, part), pivoted."""
     parts = pl.DataFrame({"row": pl.int_range(0, len(body), eager=True), "part": body.str.split("|")}
                          ).explode("part")
     # MEGA_FIELD without a regex: the name before the first ':', one word after it

@@ -163,6 +163,35 @@ def test_same_keys_read_as_the_long_form(seed: int) -> None:
         assert all(fast[1][c].equals(slow[1][c]) for c in fast[1])
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_megatron_same_fields_read_as_the_long_form(seed: int) -> None:
+    """Megatron bodies whose '|' fields name the first body's fields in order are read position
+    by position: the same columns and names as the long form; a body with a field missing,
+    moved, renamed, cased otherwise or twice leaves the whole chunk to the long form."""
+    import polars as pl
+
+    from losslens.logs.formats.line_columns import _long_fields, _same_fields
+    from losslens.logs.sink import Sink
+
+    rng = random.Random(seed)
+    lines = [x.split("|", 1)[1] for x in synth.megatron_lines(60, seed=seed) if x.startswith(" iteration ")]
+    lines = [x.replace("grad norm: ", f"grad norm: {rng.choice(['nan', '', '1 2', 'inf', '3,5'])}")
+             if rng.random() < 0.2 else x for x in lines]
+    base = lines[0]
+    odd = [base.replace("lm loss:", "LM loss:"), base.replace("| grad norm:", "| grad norm: 1 | grad norm:"),
+           base.replace("lm loss:", "lm  loss:"), base.split("|", 2)[2], base + " extra: 1 |"]
+    for rows in [lines, *([*lines[:5], o, *lines[5:]] for o in odd)]:
+        fast_sink, slow_sink = Sink(), Sink()
+        fast, slow = _same_fields(pl.Series(rows), fast_sink), _long_fields(pl.Series(rows), slow_sink)
+        assert (fast is not None) == (rows is lines)
+        if fast is None:
+            continue
+        assert sorted(fast) == sorted(slow) and fast_sink.names == slow_sink.names
+        assert all(fast[c].equals(slow[c], check_names=False) for c in fast)
+    twice = [x.replace("| grad norm:", "| grad norm: 0.5 | grad norm:", 1) for x in lines]  # the last wins
+    assert _same_fields(pl.Series(twice), Sink()) is None
+
+
 @pytest.mark.parametrize("prefix", ["[rank{r}]: ", "[default{r}]: ", "2024-05-01T10:00:{s:02d}.5Z "])
 @pytest.mark.parametrize("format", ["megatron", "fairseq"])
 def test_ranked_and_timestamped(tmp_path, prefix: str, format: str) -> None:
