@@ -369,17 +369,18 @@ def _cut_prefixes(text: pl.Series) -> tuple[pl.Series, pl.Series]:
     rows = np.arange(len(rest))  # the rows a prefix was cut from in the last round
     for _ in range(4):
         part = rest.gather(rows)
-        frame = pl.DataFrame({"text": part})
-        cut = pl.lit(None, dtype=pl.UInt32)
-        found = pl.lit(None, dtype=pl.String)
-        for pattern, whole in zip(PREFIXES, _WHOLE, strict=True):
-            g = pl.col("text").str.extract_groups(whole)
-            length = g.struct.field("all").str.len_chars()
-            applies = cut.is_null() & (length < pl.col("text").str.len_chars())
-            if pattern.groups:
-                found = pl.when(applies).then(g.struct.field("2")).otherwise(found)
-            cut = pl.when(applies).then(length).otherwise(cut)
-        out = frame.select(cut.alias("cut"), found.alias("found"))
+        # each pattern's match once, then the first that cuts something short of the whole line
+        # (a when/then chain over the patterns nests each earlier one twice: 2^7 evaluations)
+        matches = pl.DataFrame({"text": part}).lazy().select(
+            pl.col("text").str.len_chars().alias("n"),
+            *(pl.col("text").str.extract_groups(whole).alias(f"g{i}") for i, whole in enumerate(_WHOLE)))
+        lengths = [pl.col(f"g{i}").struct.field("all").str.len_chars() for i in range(len(_WHOLE))]
+        first = pl.coalesce([pl.when(x < pl.col("n")).then(pl.lit(i)) for i, x in enumerate(lengths)])
+        cut = pl.coalesce([pl.when(first == i).then(x) for i, x in enumerate(lengths)])
+        found = pl.coalesce([pl.lit(None, pl.String), *(
+            pl.when(first == i).then(pl.col(f"g{i}").struct.field("2"))
+            for i, p in enumerate(PREFIXES) if p.groups)])
+        out = matches.select(cut.alias("cut"), found.alias("found")).collect()
         done = out["cut"].is_not_null()
         if not done.any():
             break
