@@ -384,6 +384,10 @@ def _cut_prefixes(text: pl.Series) -> tuple[pl.Series, pl.Series]:
         done = out["cut"].is_not_null()
         if not done.any():
             break
+        if len(rows) == len(rest) and done.all():  # every line cut (a capture's usual round)
+            rest = part.str.slice(out["cut"])
+            stamp = stamp.fill_null(out["found"])
+            continue
         at = done.arg_true()
         rows = rows[at.to_numpy()]
         rest = rest.scatter(rows, part.gather(at).str.slice(out["cut"].gather(at)))
