@@ -53,7 +53,9 @@ class Spike(Detector):
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
         ok = np.isfinite(series.values) & (series.values > 0)
-        v, steps = series.values[ok], series.steps[ok]
+        # (no copies where every value is usable: two arrays of the series' length less at the peak)
+        v, steps = (series.values, series.steps) if ok.all() else (series.values[ok], series.steps[ok])
+        del ok
         if len(v) <= self.history:
             return Skipped(self.name, series.metric, f"only {len(v)} points; needs {self.history + 1}")
         flagged, level, z = spikes(v, self.window, self.z, self.min_ratio, self.history)
@@ -63,10 +65,13 @@ class Spike(Detector):
         # the excursion above the local level (log ratio): a z-score is not comparable along a
         # run (the MAD of a steep early fall is wide), and would let a ×2 draw late in the run
         # pass where a ×3 standout early in it does not
-        excursion = np.log(v / level)
-        rest = np.abs(excursion[self.history:][~flagged[self.history:]])
+        excursion = np.divide(v, level)  # (in place where it can be: 80 MB an array at 10M records)
+        np.log(excursion, out=excursion)
+        rest = excursion[self.history:][~flagged[self.history:]]
+        np.abs(rest, out=rest)
         if len(rest) >= 200:  # enough points for the series' own 99th percentile to mean something
-            flagged &= excursion > self.tail_factor * float(np.quantile(rest, 0.99))
+            flagged &= excursion > self.tail_factor * float(np.quantile(rest, 0.99, overwrite_input=True))
+        del rest
         if not flagged.any():
             return []
         idx = np.flatnonzero(flagged)

@@ -34,8 +34,11 @@ def rolling_median(x: np.ndarray, window: int, center: bool = True) -> np.ndarra
         at = np.arange(0, len(x), k)
         coarse = rolling_median(x[at], max(1, w // k) | 1, center=True)
         return np.interp(np.arange(len(x)), at, coarse)
-    out = pl.Series(x.astype(np.float64, copy=False)).fill_nan(None).rolling_median(
-        window_size=w, center=center, min_samples=1)
+    f = x.astype(np.float64, copy=False)
+    s = pl.Series(f)
+    if np.isnan(f).any():  # (a copy of the series only where there is a NaN to leave out)
+        s = s.fill_nan(None)
+    out = s.rolling_median(window_size=w, center=center, min_samples=1)
     if out.null_count():
         out = out.fill_null(strategy="forward").fill_null(strategy="backward")
     return out.to_numpy()
