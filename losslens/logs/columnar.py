@@ -196,8 +196,8 @@ def metric_columns(sink: Sink, keys: Sequence[str], raws: Sequence[pl.Series],
     columnar parse cannot read ('0:00:24', '1,024', '5m 3s') is left unread, or, when the raw text
     is ``exact``ly what the per-line parser would read, read by ``parse_number`` itself (see
     ``number_column``). ``taken``: the rows the caller reads (the others name no metric);
-    ``first``: per key, a first reading of its text column (``number_expr``, ``list_expr``) that
-    a query has made already, or None."""
+    ``first``: per key, a first reading of its text column (``first_reading``, ``list_expr``)
+    that a query has made already, or None."""
     n = len(raws[0]) if raws else 0
     unread: list[pl.Series] = []
     step_idx = sorted((i for i, k in enumerate(keys) if k.strip().lower() in STEP_KEYS),
