@@ -89,3 +89,24 @@ def read_mlflow_run_per_line(path: str | Path) -> LogData:
         found, metrics = sink.metrics_from_pairs([(k, repr(v)) for k, v in rec.items()])
         sink.emit(line, step, metrics, time=local_time_ms(t) if -2**63 <= t < 2**63 else None)
     return assemble(str(path), "mlflow", sink, acc)
+
+
+def spikes_reference(v, window: int, k: float, min_ratio: float, history: int):
+    """The spike detector's causal rule written plainly (``detectors.spike.spikes``): the median
+    and the MAD of the previous ``window`` log values, a NaN in front of the first."""
+    import numpy as np
+
+    from losslens.detectors.stats import rolling_median
+
+    x = np.log(v)
+    prev = np.concatenate([[np.nan], x[:-1]])
+    med = rolling_median(prev, window, center=False)
+    scale = rolling_median(np.abs(prev - med), window, center=False) * 1.4826
+    floor = np.nanmedian(scale[history:]) * 0.5 if len(x) > history else 0.0
+    scale = np.maximum(np.nan_to_num(scale, nan=0.0), max(floor, 1e-3))
+    z = (x - med) / scale
+    z[:history] = 0.0
+    level = np.exp(med)
+    flagged = (z > k) & (v >= min_ratio * level)
+    flagged[:history] = False
+    return flagged, level, np.nan_to_num(z)

@@ -125,13 +125,15 @@ def spikes(v: np.ndarray, window: int, k: float, min_ratio: float, history: int
     # in place where it can be: on a 10M-record loss each temporary is 80 MB
     x = np.log(v)
     n = len(x)
-    dev = np.empty_like(x)  # the previous value, then its deviation from the median
-    dev[0] = np.nan
-    dev[1:] = x[:-1]
-    med = rolling_median(dev, window, center=False)
-    np.abs(np.subtract(dev, med, out=dev), out=dev)
-    scale = rolling_median(dev, window, center=False) * 1.4826
+    # the median of the ``window`` values before each one: x's causal median, a record late
+    # (a median over the previous values with a NaN in front costs two more arrays to fill)
+    med = _late(rolling_median(x, window, center=False) if n else x, n)
+    dev = np.empty_like(x)  # each previous value's deviation from that median
+    dev[:1] = np.nan
+    np.abs(np.subtract(x[:-1], med[1:], out=dev[1:]), out=dev[1:])
+    scale = _late(rolling_median(dev[1:], window, center=False) if n > 1 else dev[1:], n)
     del dev
+    scale *= 1.4826
     floor = np.nanmedian(scale[history:]) * 0.5 if n > history else 0.0
     np.maximum(np.nan_to_num(scale, nan=0.0, copy=False), max(floor, 1e-3), out=scale)
     z = np.subtract(x, med, out=x)
@@ -143,6 +145,16 @@ def spikes(v: np.ndarray, window: int, k: float, min_ratio: float, history: int
     flagged = (z > k) & (v >= min_ratio * level)
     flagged[:history] = False
     return flagged, level, np.nan_to_num(z, copy=False)
+
+
+def _late(m: np.ndarray, n: int) -> np.ndarray:
+    """``m`` one record later, as a new array of ``n``: out[i] = m[i - 1], and out[0] = m[0], the
+    first value a backward fill gives it (NaN with nothing to fill from, n < 2)."""
+    out = np.empty(n)
+    if n:
+        out[0] = m[0] if n > 1 else np.nan
+        out[1:] = m[:n - 1]
+    return out
 
 
 def noise_draws(v: np.ndarray, level: np.ndarray, flagged: np.ndarray, window: int, share: float,
