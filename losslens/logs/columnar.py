@@ -93,12 +93,12 @@ def number_expr(raw: pl.Expr, unit: str = "") -> pl.Expr:
     return pl.coalesce(value, pl.when(scaled.is_finite()).then(scaled))
 
 
-def first_reading(raw: pl.Expr, key: str, unit: str = "") -> pl.Expr:
+def first_reading(raw: pl.Expr, key: str, unit: str = "", is_list: bool = False) -> pl.Expr:
     """The first reading ``metric_columns`` takes of a key's text column (its ``first``): an
-    integer cast for a step key, ``number_expr`` for any other."""
+    integer cast for a step key, ``list_expr`` for a '[..]' list, ``number_expr`` for any other."""
     if key.strip().lower() in STEP_KEYS:
         return raw.cast(pl.Int64, strict=False)
-    return number_expr(raw, unit)
+    return list_expr(raw) if is_list else number_expr(raw, unit)
 
 
 def list_expr(raw: pl.Expr) -> pl.Expr:
@@ -196,8 +196,8 @@ def metric_columns(sink: Sink, keys: Sequence[str], raws: Sequence[pl.Series],
     columnar parse cannot read ('0:00:24', '1,024', '5m 3s') is left unread, or, when the raw text
     is ``exact``ly what the per-line parser would read, read by ``parse_number`` itself (see
     ``number_column``). ``taken``: the rows the caller reads (the others name no metric);
-    ``first``: per key, a first reading of its text column (``first_reading``, ``list_expr``)
-    that a query has made already, or None."""
+    ``first``: per key, a first reading of its text column (``first_reading``) that a query has
+    made already, or None."""
     n = len(raws[0]) if raws else 0
     unread: list[pl.Series] = []
     step_idx = sorted((i for i, k in enumerate(keys) if k.strip().lower() in STEP_KEYS),

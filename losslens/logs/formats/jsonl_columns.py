@@ -90,7 +90,7 @@ def read_objects(body: pl.Series, lineno: pl.Series, sink: Sink, evals: bool = T
     line holds, nested ones too (see ``_objects``)."""
     read = np.zeros(len(body), dtype=bool)
     nothing = pl.Series("step", [], dtype=pl.Int64)
-    df = _objects(body, all_keys if all_keys is not None else n_keys) if len(body) else None
+    df = _objects(body, all_keys) if len(body) else None
     if df is None:
         return read, nothing
     unread: list[pl.Series] = []
@@ -160,8 +160,9 @@ def hf_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: Any) -> pl.S
     flat = (text.str.contains(HF_FLAT) & ~text.str.contains(HF_SUMMARY)).fill_null(False)
     if flat.any():
         body = text.filter(flat).str.replace_all("'", '"', literal=True)
-        done, steps = read_objects(body, lineno.filter(flat), sink, evals=False,
-                                   n_keys=body.str.count_matches('": ', literal=True))
+        keys = body.str.count_matches('": ', literal=True)  # (flat: every key is a leaf)
+        done, steps = read_objects(body, lineno.filter(flat), sink, evals=False, n_keys=keys,
+                                   all_keys=keys)
         read[flat.arg_true().to_numpy()] = done
         parser.own_steps |= bool(steps.is_not_null().any())
         parser.stepless |= bool(steps.is_null().any())

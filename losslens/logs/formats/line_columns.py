@@ -5,6 +5,7 @@ lines to that parser). Tests check both paths give the same frame."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -258,48 +259,49 @@ def _key_columns(fields: pl.DataFrame, n: int, sink: Sink
 
 _INNER_HEAD = FAIRSEQ_INNER.pattern.removesuffix("(.*)$")
 _ENDS = [",", " ", "\t", "\n", "\x0b", "\x0c", "\r"]  # [,\s] on an ASCII line
+_WORD = re.compile(r"\w+", re.ASCII)  # FAIRSEQ_KV's key
+
+
+def _at_equals(pair: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """'key=value': the text before the first '=' and after it (ASCII lines: the byte offset of
+    '=' is its place)."""
+    at = pair.str.find("=", literal=True)
+    return pair.str.slice(0, at), pair.str.slice(at + 1)
+
+
+def _fairseq_pair(pair: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """A FAIRSEQ_KV match, 'key=value' and the character that ended the value (',', a space,
+    none at the end): its key and its value."""
+    key, value = _at_equals(pair)
+    return key, pl.when(value.str.slice(-1).is_in(_ENDS)).then(value.str.head(-1)).otherwise(value)
 
 
 def _fairseq_pairs(rest: pl.Series, sink: Sink) -> tuple[pl.Series, dict[str, pl.Series], pl.Series]:
-    """FAIRSEQ_KV's pairs of each row's text, in long form (see ``_key_columns``)."""
-    n = len(rest)
-    pairs = pl.DataFrame({"row#": pl.int_range(0, n, eager=True),
-                          "pair": rest.str.extract_all(FAIRSEQ_KV.pattern)}).explode("pair")
-    # a match is 'key=value' and the character that ended the value (',', a space, none at the end)
-    cut = pairs["pair"].str.splitn("=", 2)
-    value = cut.struct.field("field_1")
-    fields = pl.DataFrame({"row#": pairs["row#"], "key": cut.struct.field("field_0"), "value": value}
-                          ).filter(pl.col("value").is_not_null()).with_columns(
-        pl.when(pl.col("value").str.slice(-1).is_in(_ENDS)).then(pl.col("value").str.head(-1))
-        .otherwise(pl.col("value")))
-    return _key_columns(fields, n, sink)
+    """FAIRSEQ_KV's pairs of each row's text as ``_key_columns`` reads them: ``_same_pairs``
+    where it can, else the long form of FAIRSEQ_KV's matches."""
+    return _same_pairs(rest, sink) or _fairseq_long(rest, sink)
+
+
+def _fairseq_long(rest: pl.Series, sink: Sink) -> tuple[pl.Series, dict[str, pl.Series], pl.Series]:
+    """FAIRSEQ_KV's matches of each row's text, in long form (see ``_key_columns``)."""
+    return _key_columns(_long(rest.str.extract_all(FAIRSEQ_KV.pattern), _fairseq_pair), len(rest), sink)
 
 
 def _same_pairs(rest: pl.Series, sink: Sink
                 ) -> tuple[pl.Series, dict[str, pl.Series], pl.Series] | None:
-    """The pairs of ``_fairseq_pairs`` where every row holds the first row's keys in the same
-    order, 'k1=v1, k2=v2, …', each value neither empty nor holding a ',' or a space (where
-    FAIRSEQ_KV finds exactly those pairs): read column by column, without the long form; None
-    where a row does not (those chunks take the long form, every row of them)."""
-    keys = [k for k, _ in FAIRSEQ_KV.findall(rest[0] or "")]
-    if not keys or len(set(keys)) != len(keys) or len(keys) > MAX_KEYS:
+    """``_fairseq_long`` where every row is 'k1=v1, k2=v2, …' with the first row's keys (words)
+    in order and no ',' or space but the separators' (FAIRSEQ_KV finds exactly those pairs
+    there): the parts of a split at ', ' read position by position (``_same_keys``: no pair
+    regex, no long form); None where a row is not."""
+    parts = rest.str.split(", ")
+    n = parts.list.len() - 1
+    plain = ((rest.str.count_matches(",", literal=True) == n)
+             & (rest.str.count_matches(" ", literal=True) == n)
+             & ~rest.str.contains(r"[\t\n\x0b\x0c\r]")).fill_null(False)
+    first = parts[0] if len(parts) else None
+    if not plain.all() or first is None or not all(_WORD.fullmatch(p.split("=", 1)[0]) for p in first):
         return None
-    k, text, parts = len(keys), pl.col("rest"), pl.col("parts")
-    # k parts, and no ',' or space but those of the k - 1 separators: no value holds one
-    fits = [parts.list.len() == k, text.str.count_matches(",", literal=True) == k - 1,
-            text.str.count_matches(" ", literal=True) == k - 1, ~text.str.contains(r"[\t\n\x0b\x0c\r]")]
-    values = []
-    for j, key in enumerate(keys):
-        part = parts.list.get(j, null_on_oob=True)
-        fits += [part.str.starts_with(key + "="), part.str.len_bytes() > len(key) + 1]
-        values.append(part.str.slice(len(key) + 1).alias(f"v{j}"))
-    out = rest.to_frame("rest").lazy().with_columns(text.str.split(", ").alias("parts")).select(
-        pl.all_horizontal(fits).fill_null(False).alias("fit"), *values).collect()
-    if not out["fit"].all():
-        return None
-    step, cols, unread = metric_columns(sink, keys, [out[f"v{j}"] for j in range(len(keys))],
-                                        ordered=False, exact=True)
-    return step, cols, any_of(unread, len(rest))
+    return _same_keys(parts, _at_equals, sink)  # (no value ends in a ',' or a space here)
 
 
 Split = Callable[[pl.Expr], tuple[pl.Expr, pl.Expr]]  # a pair's text -> (its key, its value)
@@ -319,20 +321,23 @@ def _same_keys(pairs: pl.Series, split: Split, sink: Sink
     keys, units = head["key"].to_list(), [unit_of(v) for v in head["value"].to_list()]
     if None in keys or len(set(keys)) != len(keys):
         return None
-    col = pl.col("pairs")
-    fits, values = [col.list.len() == len(keys)], []
-    for j, key in enumerate(keys):
-        k, v = split(col.list.get(j, null_on_oob=True))
-        fits += [k == key, v.str.len_bytes() > 0]
-        # and a first reading as a number, with the unit of the first row ('39.12GiB')
-        values += [v.alias(f"v{j}"), first_reading(v, key, units[j]).alias(f"first{j}")]
-    out = pairs.to_frame("pairs").lazy().select(pl.all_horizontal(fits).fill_null(False).alias("fit"),
-                                                *values).collect()
+    # in stages, each part and each split once: a pair, its key and value, then their readings
+    n = len(keys)
+    split_at = [split(pl.col("pairs").list.get(j, null_on_oob=True)) for j in range(n)]
+    fits = [pl.col("n") == n] + [(pl.col(f"k{j}") == key) & (pl.col(f"v{j}").str.len_bytes() > 0)
+                                 for j, key in enumerate(keys)]
+    # (and a first reading of each value as a number, with the unit of the first row: '39.12GiB')
+    out = pairs.to_frame("pairs").lazy().select(
+        pl.col("pairs").list.len().alias("n"),
+        *(e for j, (k, v) in enumerate(split_at) for e in (k.alias(f"k{j}"), v.alias(f"v{j}")))
+    ).select(pl.all_horizontal(fits).fill_null(False).alias("fit"),
+             *(e for j, key in enumerate(keys)
+               for e in (pl.col(f"v{j}"), first_reading(pl.col(f"v{j}"), key, units[j]).alias(f"first{j}")))
+             ).collect()
     if not out["fit"].all():
         return None
-    step, cols, unread = metric_columns(sink, keys, [out[f"v{j}"] for j in range(len(keys))],
-                                        ordered=False, exact=True,
-                                        first=[out[f"first{j}"] for j in range(len(keys))])
+    step, cols, unread = metric_columns(sink, keys, [out[f"v{j}"] for j in range(n)], ordered=False,
+                                        exact=True, first=[out[f"first{j}"] for j in range(n)])
     return step, cols, any_of(unread, len(pairs))
 
 
@@ -350,7 +355,7 @@ def fairseq_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object 
         # are characters)
         line = sure.filter(hit)
         rest = line.str.slice(line.str.find(_INNER_HEAD) + g["head"].str.len_chars())
-        step, cols, bad = _same_pairs(rest, sink) or _fairseq_pairs(rest, sink)
+        step, cols, bad = _fairseq_pairs(rest, sink)
         cols["epoch"] = g["2"].cast(pl.Float64)  # the head's epoch over any 'epoch=' pair, as the parser
         add_rows(sink, {"step": step, "line": lineno.filter(hit), "time": leading_times(text.filter(hit))},
                  cols, bad)

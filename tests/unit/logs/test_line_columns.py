@@ -109,7 +109,7 @@ def test_fairseq_same_keys_read_as_the_long_form(seed: int) -> None:
     space or a tab, an empty one, a key missing, moved or twice) is left to the long form."""
     import polars as pl
 
-    from losslens.logs.formats.line_columns import _fairseq_pairs, _same_pairs
+    from losslens.logs.formats.line_columns import _fairseq_long, _same_pairs
     from losslens.logs.sink import Sink
 
     rng = random.Random(seed)
@@ -122,7 +122,7 @@ def test_fairseq_same_keys_read_as_the_long_form(seed: int) -> None:
            base.replace(", ", ",\t", 1), base.replace("wps=", "wps=,"), base.replace(", ppl=", ", lr="),
            ", ".join(reversed(base.split(", "))), base.rsplit(", ", 1)[0], "loss=", base + ", loss=1"]
     for rows in [good, *([*good[:5], o, *good[5:]] for o in odd)]:
-        fast, slow = _same_pairs(pl.Series(rows), Sink()), _fairseq_pairs(pl.Series(rows), Sink())
+        fast, slow = _same_pairs(pl.Series(rows), Sink()), _fairseq_long(pl.Series(rows), Sink())
         assert (fast is not None) == (rows is good)
         if fast is None:
             continue

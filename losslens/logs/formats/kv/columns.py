@@ -27,7 +27,6 @@ from losslens.logs.columnar import (
     first_reading,
     line_numbers,
     lines_of,
-    list_expr,
     metric_columns,
     ranked_feed,
     times,
@@ -35,7 +34,6 @@ from losslens.logs.columnar import (
     without_prefixes,
 )
 from losslens.logs.formats.kv import ESPNET_BATCH, ESPNET_RESULTS, KV, TOKRATE
-from losslens.logs.names import STEP_KEYS
 from losslens.logs.sink import Accounting, Sink, feed_line
 from losslens.logs.source import Source, count_lines, decode_lines
 
@@ -58,7 +56,7 @@ class Template:
     rate_cell: int | None  # the cell holding '(32.1Ktok/s)', if any
     # the unit each value was written with in the line the template was made from ('b/s', 'd'),
     # read in the same query as the plain numbers (a line with another unit is read all the same)
-    units: tuple[str, ...] = field(default=(), compare=False)
+    units: tuple[str, ...] = field(compare=False)
 
 
 def templates(sample: list[str]) -> list[Template]:
@@ -136,9 +134,7 @@ def _template_rows(cells: pl.DataFrame, t: Template, rate_only_there: bool) -> p
                 fits.append(end.is_null() | (end > 0))
             raw = pl.when(end.is_null()).then(cell).otherwise(cell.str.slice(0, end))
         raws.append(raw.alias(f"raw{i}"))
-        first = list_expr(raw) if is_list and t.keys[i].strip().lower() not in STEP_KEYS else \
-            first_reading(raw, t.keys[i], t.units[i] if t.units else "")
-        raws.append(first.alias(f"first{i}"))
+        raws.append(first_reading(raw, t.keys[i], t.units[i], is_list).alias(f"first{i}"))
     if t.rate_cell is not None:
         raws.append(c[t.rate_cell].str.extract_groups(TOKRATE.pattern).alias("rate"))
         if not rate_only_there:  # a rate elsewhere in some line: the per-line parser decides
