@@ -29,7 +29,7 @@ from losslens.logs.formats.megatron import MEGA_NAMES, MEGA_VALID
 from losslens.logs.formats.nanogpt import LLMC, LLMC_NEW, MODDED, MODDED_PAIR, NANO_EVAL, NANO_ITER
 from losslens.logs.formats.olmo import OLMO_FIELD, OLMO_HEAD
 from losslens.logs.formats.torchtitan import TITAN, TITAN_PAIR
-from losslens.logs.names import RESERVED, is_eval, unreserved
+from losslens.logs.names import RESERVED, STEP_KEYS, is_eval, unreserved
 from losslens.logs.sink import MAX_KEYS, Sink
 
 # megatron.MEGA_ITER up to the first '|' (the body, its '(.*)$', is the rest of the line)
@@ -238,6 +238,19 @@ def modded_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object =
 _UNSURE = r"[^\x00-\x1b\x20-\x7e]"
 
 
+def _plain(text: pl.Series) -> bool:
+    """No line holds a character of ``_UNSURE`` (which a regex scan costs ten times as much to
+    find as lengths: text whose bytes are its characters is ASCII)."""
+    return text.str.len_bytes().sum() == text.str.len_chars().sum() and \
+        not text.str.contains(r"[\x1c-\x1f\x7f]").any()
+
+
+def _sure(text: pl.Series) -> pl.Series:
+    """``text`` where the line holds no character of ``_UNSURE``, else null."""
+    return text if _plain(text) else \
+        pl.select(pl.when(~pl.lit(text).str.contains(_UNSURE)).then(pl.lit(text))).to_series()
+
+
 def _key_columns(fields: pl.DataFrame, n: int, sink: Sink
                  ) -> tuple[pl.Series, dict[str, pl.Series], pl.Series]:
     """The (row#, key, value) pairs of ``n`` rows as ``Sink.metrics_from_pairs`` reads them: the
@@ -345,7 +358,7 @@ def fairseq_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object 
     """fairseq's '| train_inner | epoch E: N / M key=value, …' lines (the step the best step key
     among the pairs, the epoch the head's) and its '| valid | epoch E | name value | …' lines (eval
     records); the epoch summaries and the rest are the per-line parser's."""
-    sure = pl.select(pl.when(~pl.lit(text).str.contains(_UNSURE)).then(pl.lit(text))).to_series()
+    sure = _sure(text)
     hit, g = matched(sure, f"(?<head>{_INNER_HEAD})")
     done = hit.to_numpy().copy()
     if hit.any():
@@ -400,7 +413,7 @@ def torchtitan_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: obje
     """torchtitan's 'step: N  loss: X  memory: 9.12GiB(9.60%)  tps: 6,581  mfu: 1.55%' lines, ANSI
     colours stripped: the step the head's, each 'name: value' pair as the parser finds it."""
     clean = text.str.replace_all(ANSI.pattern, "")
-    sure = pl.select(pl.when(~pl.lit(clean).str.contains(_UNSURE)).then(pl.lit(clean))).to_series()
+    sure = _sure(clean)
     # TITAN's '(loss:\s*\S+.*)$' read as the rest of the line from 'loss:' (the regex crate's
     # capture of the tail costs three times the match of its head; ASCII lines: bytes are characters)
     hit, g = matched(sure, _TITAN_HEAD)
@@ -448,11 +461,11 @@ def olmo_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = N
     may continue its record from the chunk before), and so is a record still open at the chunk's
     end (the next chunk may continue it)."""
     n = len(text)
-    if n == 0 or text.str.contains(_OLMO_UNSURE).fill_null(False).any():
+    if n == 0 or not _plain(text) and text.str.contains(_OLMO_UNSURE).fill_null(False).any():
         return pl.Series(np.zeros(n, dtype=bool))
     head_g = text.str.extract_groups(OLMO_HEAD.pattern)
     head = head_g.struct.field("1").is_not_null().to_numpy()
-    field_g = text.str.extract_groups(OLMO_FIELD.pattern).struct.unnest()
+    field_g = _olmo_fields(text)
     value = number_column(field_g["2"])[0]
     field = (value.is_not_null() & ~pl.Series(head)).to_numpy()
     blank = (text.is_null() | (text.str.strip_chars().str.len_bytes() == 0)).to_numpy()
@@ -468,17 +481,69 @@ def olmo_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = N
     at = np.flatnonzero(in_record & head)  # each record's head line
     order = np.searchsorted(rec, seg[in_record & field])  # each field line's record
     heads = head_g.struct.unnest().filter(pl.Series(in_record & head))
-    epochs = pl.DataFrame({"row#": np.arange(len(rec), dtype=np.int64), "key": "epoch", "value": heads["2"],
-                           "at": np.zeros(len(rec), dtype=np.int64)}).filter(pl.col("value").is_not_null())
-    # (the head's epoch is the parser's first pair, then the fields in line order)
-    fields = pl.concat([epochs, pl.DataFrame({
-        "row#": order.astype(np.int64), "key": field_g["1"].filter(pl.Series(in_record & field)),
-        "value": field_g["2"].filter(pl.Series(in_record & field)),
-        "at": np.flatnonzero(in_record & field).astype(np.int64) + 1})]).sort("row#", "at").drop("at")
-    _, cols, bad = _key_columns(fields, len(rec), sink)
+    mine = pl.Series(in_record & field)
+    _, cols, bad = _olmo_same_keys(heads["2"], order, field_g.filter(mine), value.filter(mine), sink) or \
+        _olmo_long(heads["2"], order, field_g.filter(mine), np.flatnonzero(in_record & field), sink)
     add_rows(sink, {"step": heads["1"].cast(pl.Int64, strict=False), "line": lineno.gather(at),
                     "time": leading_times(text.gather(at))}, cols, bad, idle=False)
     return pl.Series(in_record & np.isin(seg, rec[~bad.to_numpy()]))  # (a record left out: the parser's)
+
+
+# OLMO_FIELD without its groups: the regex crate's captures cost six times the match; the key
+# and the value are cut at the first '=' of the matched lines instead (their text is ASCII)
+_OLMO_FIELD = OLMO_FIELD.pattern.replace("(", "").replace(")", "")
+
+
+def _olmo_fields(text: pl.Series) -> pl.DataFrame:
+    """OLMO_FIELD's groups "1" (the key) and "2" (the value) of each line, null where it does not
+    match: the line's text from its first non-space up to the first '=', and after it, its
+    trailing spaces cut (where OLMO_FIELD matches, the key holds no '=' and the value no space)."""
+    bare = pl.col("t").str.strip_chars_start()
+    at = bare.str.find("=", literal=True)
+    ok = pl.col("t").str.contains(_OLMO_FIELD).fill_null(False)
+    value = bare.str.slice(at + 1).str.strip_chars_end()
+    return text.to_frame("t").select(pl.when(ok).then(bare.str.slice(0, at)).alias("1"),
+                                     pl.when(ok).then(value).alias("2"))
+
+
+def _olmo_same_keys(epoch: pl.Series, order: np.ndarray, fields: pl.DataFrame, value: pl.Series,
+                    sink: Sink) -> tuple[pl.Series, dict[str, pl.Series], pl.Series] | None:
+    """``_olmo_long`` where every record has the first record's field keys, in the same order and
+    each once (and every head an epoch, or none): the fields read position by position, without
+    the long form and its pivot; None where a record does not. ``value``: the fields' readings."""
+    nrec = len(epoch)
+    counts = np.bincount(order, minlength=nrec)
+    k = int(counts[0])
+    with_epoch = epoch.null_count() == 0
+    if not k or (counts != k).any() or not (with_epoch or epoch.null_count() == nrec):
+        return None
+    keys = fields["1"].head(k).to_list()
+    names = ["epoch", *keys] if with_epoch else keys
+    if len(set(names)) != len(names) or len(names) > MAX_KEYS or \
+            not (fields["1"] == pl.Series(keys).gather(np.arange(len(fields)) % k)).all():
+        return None
+    where = [np.arange(nrec) * k + j for j in range(k)]
+    raws = [fields["2"].gather(w) for w in where]
+    first = [None if key.strip().lower() in STEP_KEYS else value.gather(w)
+             for key, w in zip(keys, where, strict=True)]
+    if with_epoch:
+        raws, first = [epoch, *raws], [None, *first]
+    step, cols, unread = metric_columns(sink, names, raws, ordered=False, exact=True, first=first)
+    return step, cols, any_of(unread, nrec)
+
+
+def _olmo_long(epoch: pl.Series, order: np.ndarray, fields: pl.DataFrame, lines: np.ndarray, sink: Sink
+               ) -> tuple[pl.Series, dict[str, pl.Series], pl.Series]:
+    """Each record's pairs, its head's epoch then its fields in line order, in long form (see
+    ``_key_columns``). ``order``: each field's record; ``lines``: each field's line."""
+    nrec = len(epoch)
+    epochs = pl.DataFrame({"row#": np.arange(nrec, dtype=np.int64), "key": "epoch", "value": epoch,
+                           "at": np.zeros(nrec, dtype=np.int64)}).filter(pl.col("value").is_not_null())
+    # (the head's epoch is the parser's first pair, then the fields in line order)
+    long = pl.concat([epochs, pl.DataFrame({
+        "row#": order.astype(np.int64), "key": fields["1"], "value": fields["2"],
+        "at": lines.astype(np.int64) + 1})]).sort("row#", "at").drop("at")
+    return _key_columns(long, nrec, sink)
 
 
 # mlflow.MLFLOW_LINE as the columns read it: ASCII digits only (Python's \d takes any digit, and

@@ -280,6 +280,66 @@ def test_olmo_records_across_chunks_with_odd_lines(tmp_path, chunks_of, seed: in
     assert read_log(path).format == "olmo"
 
 
+def _olmo_record(step: int, epoch: bool = True, fields: list[str] | None = None) -> list[str]:
+    head = f"2025-12-12 11:05:{step % 60:02d}.009\thost:0\tolmo.train:979\tINFO\t[step={step}/100"
+    fields = OLMO_FIELDS if fields is None else fields
+    return [head + (",epoch=1]" if epoch else "]"), *(f"    {f}" for f in fields)]
+
+
+OLMO_FIELDS = ["train/CrossEntropyLoss=2.5", "throughput/total_tokens=2,097,152", "optim/LR=3e-4",
+               "System/Peak GPU Memory (MB)=111,477", "train/Perplexity=nan", "train/Z Loss=0.5 \t"]
+OLMO_SAME = {  # every record alike: read position by position
+    "epoch": [_olmo_record(i) for i in range(40)],
+    "no epoch": [_olmo_record(i, epoch=False) for i in range(40)],
+    "a step field": [_olmo_record(i, fields=[*OLMO_FIELDS, f"global_step={i + 1}"]) for i in range(40)],
+    "one field": [_olmo_record(i, fields=[f"train/CrossEntropyLoss={i}.5e-1"]) for i in range(40)],
+}
+OLMO_OTHER = {  # records (at 20 on) unlike the first leave the chunk to the long form
+    "a field missing": [_olmo_record(7, fields=OLMO_FIELDS[1:])],
+    "a field more": [_olmo_record(7, fields=[*OLMO_FIELDS, "optim/step_skipped=0"])],
+    "fields moved": [_olmo_record(7, fields=OLMO_FIELDS[::-1])],
+    "a field renamed": [_olmo_record(7, fields=["train/CELoss=2.5", *OLMO_FIELDS[1:]])],
+    "a field twice": [_olmo_record(7, fields=[*OLMO_FIELDS[:-1], OLMO_FIELDS[0]])],
+    "one head unlike the others": [_olmo_record(7, epoch=False)],  # (an epoch where they have none)
+    "an epoch field": [_olmo_record(7, fields=[*OLMO_FIELDS[:-1], "epoch=2"])],
+    "a field moved to the next record": [_olmo_record(7, fields=OLMO_FIELDS[:-1]),
+                                         _olmo_record(8, fields=[OLMO_FIELDS[-1], *OLMO_FIELDS])],
+}
+
+
+@pytest.mark.parametrize("other", [None, "a field twice in every record", *OLMO_OTHER])
+@pytest.mark.parametrize("same", list(OLMO_SAME))
+def test_olmo_same_keys_read_as_the_long_form(tmp_path, monkeypatch, same: str, other: str | None) -> None:
+    """OLMo records that all hold the first record's fields, in order, are read position by
+    position, and give what the long form and the per-line parser give; any other record leaves
+    the chunk to the long form."""
+    from losslens.logs.formats import line_columns
+
+    records = [list(r) for r in OLMO_SAME[same]]
+    fields = [x.strip() for x in records[0][1:]]
+    if other == "a field twice in every record":
+        records = [_olmo_record(i, fields=[*fields, fields[0]]) for i in range(40)]
+    elif other is not None:
+        unlike = OLMO_OTHER[other]
+        if same == "one field" and other in ("a field missing", "a field moved to the next record"):
+            unlike = [_olmo_record(7, fields=[]), _olmo_record(8, fields=fields * 2)]
+        if same == "no epoch" and other == "one head unlike the others":
+            unlike = [_olmo_record(7)]
+        records[20:20 + len(unlike)] = unlike
+    path = tmp_path / "olmo.log"
+    path.write_text("\n".join(x for r in records for x in r) + "\n")
+    took = []
+    same_keys = line_columns._olmo_same_keys
+    monkeypatch.setattr(line_columns, "_olmo_same_keys", lambda *a: took.append(same_keys(*a)) or took[-1])
+    fast = read_log(path, "olmo")
+    assert [t is not None for t in took] == [other is None]
+    monkeypatch.setattr(line_columns, "_olmo_same_keys", lambda *a: None)
+    slow = read_log(path, "olmo")
+    assert fast.lines.as_dict() == slow.lines.as_dict() and fast.names == slow.names
+    assert_frame_equal(fast.train, slow.train, check_exact=True)
+    assert_same(path, "olmo")
+
+
 MLFLOW_ODD = [
     "", "1701361200123 nan 7", "1701361200 inf 8", "1701361200123 -inf", "1701361200123 NaN 9",
     "1701361200123 Infinity 10", "1701361200123 2.5 99999999999999999999", "1701361200123 1e-3 11",
