@@ -61,6 +61,14 @@ def health_cases(seeds: int):
         yield "throughput_drop", from_arrays(c.steps, loss=c.loss, tokens_per_s=tps), c.truth
         c, q = synth.starved_queue(seed=s, start=500 + 20 * s)
         yield "pipeline_stall", from_arrays(c.steps, loss=c.loss, q_pre_min=q), c.truth
+        for every, noise in EVALS:  # 9, 29 and 99 evals, 0.3 % to 2 % noise
+            c, st, ev = synth.evaluated(every=every, noise=noise, turn=1500 + 60 * s, seed=s)
+            log = from_arrays(c.steps, loss=c.loss, evals={"step": st, "eval_loss": ev})
+            yield "overfitting", log, c.truth
+
+
+EVALS = [(every, noise) for every in (30, 100, 300) for noise in (0.003, 0.01, 0.02)]
+CLEAN_EVALS = [(every, noise) for every in (30, 100, 300) for noise in (0.003, 0.01, 0.02, 0.04)]
 
 
 def located(kind: str, f, truth: dict, span: int) -> bool:
@@ -68,7 +76,7 @@ def located(kind: str, f, truth: dict, span: int) -> bool:
         return f.start_step == truth["start"]
     if kind == "spike":
         return any(abs(f.evidence["peak_step"] - s) <= 3 for s in truth["steps"])
-    if kind in ("divergence", "accuracy_drop", "throughput_drop"):
+    if kind in ("divergence", "accuracy_drop", "throughput_drop", "overfitting"):
         return abs(f.start_step - truth["turn"]) <= 0.1 * span
     if kind == "pipeline_stall":
         return abs(f.start_step - truth["start"]) <= 3
@@ -216,6 +224,21 @@ def main() -> int:
                 print(f"  {family} seed {s}: {found[0].kind}: {found[0].summary}")
         false += n_alarm
         print(f"  {family:18} {n_alarm}/{args.seeds}")
+    evals = 0
+    for every, noise in CLEAN_EVALS:
+        n_alarm = 0
+        for s in range(args.seeds):
+            c, st, ev = synth.evaluated(every=every, noise=noise, turn=None, seed=s)
+            found = alarms(analyze(from_arrays(c.steps, loss=c.loss, evals={"step": st, "eval_loss": ev})))
+            n_alarm += bool(found)
+            if found:
+                print(f"  evals every {every} steps, {noise:.1%} noise, seed {s}: {found[0].kind}: "
+                      f"{found[0].summary}")
+        evals += n_alarm
+        total += args.seeds
+    print(f"  {'noisy evals':18} {evals}/{len(CLEAN_EVALS) * args.seeds} (evals every 30/100/300 steps of "
+          "3,000, 0.3-4 % noise, a flat end)")
+    false += evals
     print(f"clean synthetic: {false}/{total} with a false alarm")
     real_false = 0
     if REAL.is_dir():

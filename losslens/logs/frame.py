@@ -320,12 +320,22 @@ def _ordered(df: pl.DataFrame) -> pl.DataFrame:
     return df.select(order + [c for c in df.columns if c not in META_COLUMNS])
 
 
-def from_arrays(steps: np.ndarray, source: str = "<arrays>", **metrics: np.ndarray) -> LogData:
-    """A LogData built from arrays (one record per step): for synthetic curves and notebooks."""
+def from_arrays(steps: np.ndarray, source: str = "<arrays>", *, evals: dict[str, np.ndarray] | None = None,
+                **metrics: np.ndarray) -> LogData:
+    """A LogData built from arrays (one record per step): for synthetic curves and notebooks.
+    ``evals``: eval records, their "step" and their metrics ('eval_loss', ...), numbered as
+    lines after the training records."""
     n = len(steps)
     cols: dict[str, object] = {"step": np.asarray(steps, dtype=np.int64),
                                "line": np.arange(1, n + 1, dtype=np.int64)}
     cols.update({k: np.asarray(v, dtype=np.float64) for k, v in metrics.items()})
-    acc = Accounting(total=n, parsed=n)
     sink = Sink(frames=[pl.DataFrame(cols)], names={k: k for k in metrics})
-    return assemble(source, "arrays", sink, acc)
+    if evals:
+        m = len(evals["step"])
+        sink.eval_frames.append(pl.DataFrame({
+            "step": np.asarray(evals["step"], dtype=np.int64),
+            "line": np.arange(n + 1, n + m + 1, dtype=np.int64),
+            **{k: np.asarray(v, dtype=np.float64) for k, v in evals.items() if k != "step"}}))
+        sink.names.update({k: k for k in evals if k != "step"})
+        n += m
+    return assemble(source, "arrays", sink, Accounting(total=n, parsed=n))

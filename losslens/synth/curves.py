@@ -142,6 +142,27 @@ def diverging(n: int = 2000, turn: int = 1200, rate: float = 0.8, seed: int = 0)
     return Curve(c.steps, c.loss * (1 + rate * ramp), {"kind": "divergence", "turn": turn})
 
 
+def evaluated(n: int = 3000, every: int = 30, turn: int | None = 1800, rise: float = 0.15,
+              noise: float = 0.01, seed: int = 0) -> tuple[Curve, np.ndarray, np.ndarray]:
+    """(train curve, eval steps, eval loss): a power-law train loss and an eval loss every
+    ``every`` steps with relative noise ``noise`` (drawn afresh at each eval, as on a sampled
+    validation set), flattening as a cosine schedule's learning rate runs out. The eval loss
+    follows the train loss down and keeps its level (``turn``
+    None: a healthy run, truth 'clean'), or from ``turn`` on rises by ``rise`` of its level by
+    the end while the train loss still falls (overfitting; truth: the turn)."""
+    c = clean("powerlaw", n, seed)
+    rng = np.random.default_rng(seed + 7919)
+    steps = np.arange(every, n, every)
+    # a cosine-decayed learning rate: the loss falls with the LR summed so far, flat at the end
+    summed = (steps + n / np.pi * np.sin(np.pi * steps / n)) / 2
+    level = 1.1 * _decay(n, rate=20.0)[summed.astype(int)]
+    if turn is not None:
+        level = level * (1 + rise * np.clip((steps - turn) / (n - turn), 0, None))
+    values = level * np.exp(rng.normal(0, noise, len(steps)))
+    truth = {"kind": "clean"} if turn is None else {"kind": "overfitting", "turn": turn}
+    return Curve(c.steps, c.loss, truth), steps, values
+
+
 def stuck(n: int = 500, level: float = 7.6, seed: int = 0) -> Curve:
     """A loss that never learns: noise around ``level``, logged every 50 steps."""
     rng = np.random.default_rng(seed)

@@ -117,6 +117,34 @@ def test_overfitting_eval_rises_train_falls() -> None:
     assert f.start_step == 500 and f.evidence["train_still_falling"] is True
 
 
+def _noisy_evals(rise: float) -> tuple[np.ndarray, np.ndarray]:
+    """300 evals of a converged run, 2 % noise, the best of them three from the end (0.845, three
+    noise widths low, as the lowest of 300 draws lies) and the last two above it; ``rise``: a
+    rise of the last 90 evals."""
+    rng = np.random.default_rng(5)
+    v = 0.9 * np.exp(rng.normal(0, 0.02, 300)).clip(0.85, None)
+    v[-3:] = [0.845, 0.88, 0.91]
+    v[-90:] *= 1 + rise * np.linspace(0, 1, 90)
+    return np.arange(1, 301) * 100, v
+
+
+def test_overfitting_is_a_rise_above_the_eval_noise() -> None:
+    """A converged run's eval loss, noisy (2 %), whose lowest draw is three evals from the end: the
+    last two stand 4 % and 8 % above that best, which the best of 300 noisy evals is (a low
+    draw), not a rise: no finding (the rule before this test: an overfitting warning). The same
+    evals rising by 15 % over their last 90: overfitting, from the best eval on, with the noise
+    it was measured against."""
+    train = np.linspace(3, 1, 30_000)
+    steps, v = _noisy_evals(0.0)
+    log = from_arrays(np.arange(30_000), loss=train, evals={"step": steps, "eval_loss": v})
+    assert [f.kind for f in analyze(log).findings] == []
+    steps, v = _noisy_evals(0.15)
+    f = only(analyze(from_arrays(np.arange(30_000), loss=train, evals={"step": steps, "eval_loss": v})),
+             "overfitting")
+    assert f.start_step == int(steps[np.argmin(v)]) and f.evidence["train_still_falling"] is True
+    assert 0.015 < f.evidence["noise"] < 0.03  # (2 % of 0.9: 0.018)
+
+
 # the real logs that show each kind (labels in ../shared/reallogs/README.md)
 @pytest.mark.parametrize(("name", "expected"), [
     ("nanogpt-termux-cpu-nan", [("nonfinite", "error", "loss", 425, 450)]),
