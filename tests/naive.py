@@ -110,3 +110,28 @@ def spikes_reference(v, window: int, k: float, min_ratio: float, history: int):
     flagged = (z > k) & (v >= min_ratio * level)
     flagged[:history] = False
     return flagged, level, np.nan_to_num(z)
+
+
+def sniff_reference(samples: Samples):
+    """The sniff before generic formats could be passed over: every format tried in registry
+    order, up to the first specific one that reads every line; the best score wins (the first on
+    ties), a generic one yielding to the best specific one that reads a quarter of its lines."""
+    from losslens.logs.registry import FORMATS
+
+    scores: dict[str, int] = {}
+    tried = []
+    n = len(samples.raw)
+    for f in FORMATS:
+        score = samples.score(f)
+        if score < n:
+            score = max(score, samples.score(f, stripped=True))
+        scores[f.name] = score
+        tried.append(f)
+        if n and score == n and not f.generic:
+            break
+    best = max(tried, key=lambda f: scores[f.name])
+    if best.generic:
+        specific = max((f for f in tried if not f.generic), key=lambda f: scores[f.name])
+        if scores[specific.name] > 0 and 4 * scores[specific.name] >= scores[best.name]:
+            best = specific
+    return best if scores[best.name] > 0 else None

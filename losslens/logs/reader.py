@@ -58,6 +58,14 @@ class Samples:
         return self.scores[key]
 
 
+def _score(samples: Samples, fmt: Format) -> int:
+    """``fmt``'s sniff score: a format may know the prefixes itself (fairseq's 'time | INFO |
+    fairseq.trainer |'), so the better of its score on the lines as they are and without the
+    capture's prefixes."""
+    score = samples.score(fmt)
+    return score if score == len(samples.raw) else max(score, samples.score(fmt, stripped=True))
+
+
 def _sniffed(lines: list[str], limit: int) -> tuple[Format | None, Samples]:
     """``sniff``'s format, and the samples it was sniffed on (for ``strips``)."""
     samples = Samples.of(lines, limit)
@@ -65,18 +73,20 @@ def _sniffed(lines: list[str], limit: int) -> tuple[Format | None, Samples]:
 
 
 def _sniff(samples: Samples) -> tuple[Format | None, dict[str, int]]:
-    """``sniff`` on the sample lines as they are and without a capture's prefixes."""
+    """``sniff`` on the sample lines as they are and without a capture's prefixes. A generic
+    format is not tried once a specific one has read a quarter of the lines: it could not win
+    (the scores returned are those of the formats tried)."""
     scores: dict[str, int] = {}
     tried = []
     n = len(samples.raw)
+    most = 0  # the best score of a specific format so far
     for f in FORMATS:
-        # a format may know the prefixes itself (fairseq's 'time | INFO | fairseq.trainer |'): the
-        # better of its score on the lines as they are and without the capture's prefixes
-        score = samples.score(f)
-        if score < n:
-            score = max(score, samples.score(f, stripped=True))
-        scores[f.name] = score
+        if f.generic and 4 * most >= n:
+            continue  # whatever it scores, the best specific format is taken (below): not tried
+        score = scores[f.name] = _score(samples, f)
         tried.append(f)
+        if not f.generic:
+            most = max(most, score)
         if n and score == n and not f.generic:
             break
     best = max(tried, key=lambda f: scores[f.name])  # max keeps the first on ties
@@ -193,7 +203,7 @@ def _read(src: Source, format: str | None) -> LogData:
             # yields to one that reads more of the whole head
             wide = Samples.of(sample, len(whole))
             better, wide_scores = _sniff(wide)
-            if fmt is None or (better is not None and wide_scores[better.name] > wide_scores[fmt.name]):
+            if fmt is None or (better is not None and wide_scores[better.name] > _score(wide, fmt)):
                 fmt, samples, limit = better, wide, len(whole)
         if fmt is None and src.extend_head(SNIFF_DEEP_BYTES):
             # some logs open with thousands of lines of start-up noise: look further once
