@@ -213,7 +213,8 @@ COMMON_NOISE: tuple[tuple[re.Pattern[str], str], ...] = (
      "traceback or warning"),
     # a PyTorch module's repr printed at start-up: '    (q_proj): Linear(in_features=512, …)'
     (re.compile(r"^\s+\([\w.]+\): \w+\(|^\s*\)$"), "model printout"),
-    (re.compile(r"\d+%\|.*\|\s*\d+/\d+"), "progress bar"),
+    # (a count taken whole from its first digit: a run of a million digits is scanned once)
+    (re.compile(r"(?<!\d)\d++%\|.*\|\s*\d+/\d+"), "progress bar"),
     # glog, as torch's C++ side, dynamo and torchrun write: 'W0530 14:48:26.433000 2622492 x.py:1233] …'
     # and TensorFlow's '2025-03-02 10:00:01.123456: I tensorflow/core/util/port.cc:113] …'
     (re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\]"

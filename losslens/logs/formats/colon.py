@@ -98,9 +98,19 @@ SPACED = re.compile(rf"^\s*([A-Za-z][\w@/.\-]*)\s+({NONFINITE}(?![A-Za-z])|{NUMB
 # 'step 10: loss 1.4021, tok/s 30512'): a field is whole 'key value' pairs and nothing else; two
 # spaces part fields ('step 10  loss 1.4'), unless a number follows them: then they pad it
 # ('Epoch 005 loss   9.5198 | train 2.2s', a value printed right-aligned)
-FIELD_CUT = re.compile(r"\s*(?:[|,;\t]|\s{2,}(?!\s*[-+]?\.?\d)|\s-\s|(?<=\d):\s)\s*")
-WORD_PAIR = re.compile(rf"([A-Za-z_][\w/.\-@]*)\s+({NONFINITE}(?![A-Za-z])|{NUMBER})([A-Za-z%]+)?(?=\s|$)",
-                       re.IGNORECASE)
+# Written to read each run of spaces once: it is what r"\s*(?:[|,;\t]|\s{2,}(?!\s*[-+]?\.?\d)|\s-\s|
+# (?<=\d):\s)\s*" splits at (tests/unit/logs/test_readers.py checks the two agree), whose nested
+# \s* and \s{2,} tried every split of a run against the next character: a line with a few
+# thousand spaces in a row took minutes. A cut starts at a run's first space (or at a
+# separator): a run holding a tab; else '|', ',' or ';' after the run; ' - '; a run of two or
+# more before no number; a digit's ': '.
+FIELD_CUT = re.compile(
+    r"(?:(?<!\s)|(?!\s))(?:[^\S\t]*+\t\s*+(?:[|,;]|(?<!\t)-(?=\s)|)|[^\S\t]*+[|,;]"
+    r"|[^\S\t]++(?:(?<=\s)-(?=\s)|(?<=\s\s)(?![-+]?\.?\d))|(?<=\d):(?=\s))\s*+")
+# (a key starts where no key character stands before it, and is taken whole: a damaged line's
+# run of a million letters is scanned once, not once from each of its letters)
+WORD_PAIR = re.compile(rf"(?<![\w/.\-@])([A-Za-z_][\w/.\-@]*+)\s+({NONFINITE}(?![A-Za-z])|{NUMBER})"
+                       rf"([A-Za-z%]+)?(?=\s|$)", re.IGNORECASE)
 # a field of two or three words and a number: 'Train loss 2.345', 'Learning Rate 1.000e-05'
 NAMED_FIELD = re.compile(rf"^([A-Za-z_][\w/.\-@]*(?: [A-Za-z_][\w/.\-@]*){{1,2}})\s+"
                          rf"({NONFINITE}(?![A-Za-z])|{NUMBER})([A-Za-z%]+)?$", re.IGNORECASE)

@@ -139,7 +139,9 @@ def _not_json(name: str) -> object:
     raise ValueError(name)
 
 
-TQDM = re.compile(r"(\d+)/(\d+) \[[^\]]*?(?:it/s|s/it)\]")
+# (a count starts where no digit stands before it, taken whole: a damaged line's run of a million
+# digits is scanned once, not once from each of them)
+TQDM = re.compile(r"(?<!\d)(\d++)/(\d++) \[[^\]]*?(?:it/s|s/it)\]")
 
 
 class _HFParser(RegexLineParser):

@@ -18,7 +18,9 @@ from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser
 from losslens.logs.names import STEP_KEYS, canonical, is_training_metric, parse_number
 from losslens.logs.sink import Sink
 
-BAR_TAIL = re.compile(r":?\s+\d{1,3}%\|.*$")  # tqdm's bar after a row or a header
+# tqdm's bar after a row or a header (the spaces before it taken from their first: a damaged
+# line's run of a million spaces is scanned once, not once from each of them)
+BAR_TAIL = re.compile(r"(?::|(?<!\s))\s++\d{1,3}%\|.*$")
 NAME = re.compile(r"^[A-Za-z][\w/.\-]*(?:\([\w.\-]*\)?|\))?:?$")  # 'box_loss', 'Box(P', 'mAP50-95)'
 POSITION = re.compile(r"^(\d+)(?:/(\d+))?$")  # '1/100', '25'
 MINUTES = re.compile(r"^(\d+):([0-5]\d)$")  # fastai's epoch time '00:12' (minutes:seconds)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -461,3 +462,60 @@ def test_sniff_passes_over_generic_formats_only_where_they_cannot_win() -> None:
         samples = Samples.of(lines)
         found, _ = _sniff(samples)
         assert found is sniff_reference(Samples.of(lines)), lines[:3]
+
+
+def test_regexes_rewritten_to_read_a_run_once_split_as_before() -> None:
+    """FIELD_CUT, WORD_PAIR, BAR_TAIL, TQDM and the progress-bar noise pattern were rewritten so
+    that a long run of spaces, tabs, letters or digits is scanned once (a line with 3,000 spaces
+    in a row took the colon reader's sniff minutes, one with 3 million letters days): on 300,000
+    random strings over the characters they tell apart, they cut, match and strip exactly as the
+    patterns they replace."""
+    import random
+    import re
+
+    from losslens.logs.base import COMMON_NOISE
+    from losslens.logs.formats.colon import FIELD_CUT, WORD_PAIR
+    from losslens.logs.formats.huggingface import TQDM
+    from losslens.logs.formats.table import BAR_TAIL
+    from losslens.logs.names import NONFINITE, NUMBER
+
+    field_cut = re.compile(r"\s*(?:[|,;\t]|\s{2,}(?!\s*[-+]?\.?\d)|\s-\s|(?<=\d):\s)\s*")
+    word_pair = re.compile(rf"([A-Za-z_][\w/.\-@]*)\s+({NONFINITE}(?![A-Za-z])|{NUMBER})"
+                           rf"([A-Za-z%]+)?(?=\s|$)", re.IGNORECASE)
+    bar_tail = re.compile(r":?\s+\d{1,3}%\|.*$")
+    tqdm = re.compile(r"(\d+)/(\d+) \[[^\]]*?(?:it/s|s/it)\]")
+    bar, (new_bar, why) = re.compile(r"\d+%\|.*\|\s*\d+/\d+"), COMMON_NOISE[2]
+    assert why == "progress bar"
+    rng = random.Random(7)
+    alphabet = [" ", "\t", "|", ",", ";", "-", ":", "1", "9.", "a", "e", "x_", ".", "+", "%", "%|", "\x1c",
+                "  ", "\u00a0", "\n", "nan", "/", "@", "12/3 [", "]", "it/s]", "s/it", "50%|"]
+    for _ in range(300_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
+        assert FIELD_CUT.split(text) == field_cut.split(text), repr(text)
+        assert BAR_TAIL.sub("", text) == bar_tail.sub("", text), repr(text)
+        assert [m.span() for m in TQDM.finditer(text)] == [m.span() for m in tqdm.finditer(text)], repr(text)
+        old_bar, found_bar = bar.search(text), new_bar.search(text)
+        assert (old_bar and old_bar.span()) == (found_bar and found_bar.span()), repr(text)
+        fields = [f for f in field_cut.split(text.strip()) if f]
+        for f in fields:  # (as _word_pairs takes them: whole fields of pairs, from the field's start)
+            old = [m.span() for m in word_pair.finditer(f)]
+            new = [m.span() for m in WORD_PAIR.finditer(f)]
+            if old and old[0][0] == 0 and all(a[1] + 1 == b[0] for a, b in zip(old, old[1:], strict=False)):
+                assert new == old, repr(f)
+
+
+@pytest.mark.slow
+def test_a_line_with_a_long_run_of_one_character_is_read(tmp_path: Path) -> None:
+    """A damaged line holding a million spaces, tabs, letters or digits in a row, in a Trainer
+    log that the colon reader sniffs: check answers (in well under the minute allowed; the
+    regexes before took minutes to days) and the records around it are read."""
+    lines = [str({"loss": round(2 - i / 100, 4), "learning_rate": 1e-4, "epoch": i / 100}) for i in range(60)]
+    for run in (" ", "\t", "x", "9", "a "):
+        line = "INFO:__main__:Loading" + run * (1_000_000 // len(run)) + "model"
+        damaged = [*lines[:30], line, *lines[30:]]
+        path = tmp_path / "run.log"
+        path.write_text("\n".join(damaged) + "\n")
+        proc = subprocess.run([sys.executable, "-m", "losslens", "check", str(path), "--output-format",
+                               "json"], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, (run, proc.stderr[-300:])
+        assert json.loads(proc.stdout)["steps"]["count"] == 60
