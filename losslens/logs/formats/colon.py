@@ -50,11 +50,15 @@ SPACED_UNITS = r"(?:ms|s|secs?|seconds|min|h|GB|GiB|MB|MiB|%)(?![\w:/.])"
 # 'loss: 0.2345', 'loss = 67.7' (a spaced '=' only: 'k=v' is the kv reader's), 'val loss: 2.4',
 # 'lr: 1.0e-04', 'time: 0.35s', 'Epoch: 3/10'; the key is one
 # or two words (not quoted: JSON and Python dicts have their own readers); after the number no
-# letter, digit or ':digit' (a clock '0:05:12'); torchtune's 'Loss: 1.55:' ends in a colon
+# letter, digit or ':digit' (a clock '0:05:12'); torchtune's 'Loss: 1.55:' ends in a colon.
+# The number is taken whole (NUMBER's '\d+\.?\d*' split a damaged run of 20,000 digits every way
+# before the look-ahead refused it: seconds per line; a shorter number is followed by a digit
+# or a '.', which nothing after it takes, so no match is lost)
+WHOLE_NUMBER = r"[-+]?(?:\d++(?:\.\d*+)?|\.\d++)(?:[eE][-+]?\d++)?"
 PAIR = re.compile(
     rf"(?<![\w/.\-@'\"])([^\W\d][\w/.\-@]*(?: [^\W\d][\w/.\-@]*)?)(?:\s*\([^()]{{1,12}}\))?"
     rf"(?:\s*[:：]\s*| = )"
-    rf"({NONFINITE}(?![A-Za-z])|\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|{NUMBER})(?:\s*/\s*\d+)?"
+    rf"({NONFINITE}(?![A-Za-z])|\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|{WHOLE_NUMBER})(?:\s*/\s*\d+)?"
     rf"(?:([A-Za-z%]+(?:/[A-Za-z]+)?)|\s({SPACED_UNITS}))?"
     rf"(?![\w.]|:\d)", re.IGNORECASE)
 # a qualifier in parentheses after the key ('Test Loss (MSE): 0.67', DeepSpeed's 'iter time (s):

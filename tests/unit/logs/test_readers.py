@@ -465,8 +465,8 @@ def test_sniff_passes_over_generic_formats_only_where_they_cannot_win() -> None:
 
 
 def test_regexes_rewritten_to_read_a_run_once_split_as_before() -> None:
-    """FIELD_CUT, WORD_PAIR, BAR_TAIL, TQDM and the progress-bar noise pattern were rewritten so
-    that a long run of spaces, tabs, letters or digits is scanned once (a line with 3,000 spaces
+    """FIELD_CUT, WORD_PAIR, PAIR, BAR_TAIL, TQDM and the progress-bar noise pattern were rewritten
+    so that a long run of spaces, tabs, letters or digits is scanned once (a line with 3,000 spaces
     in a row took the colon reader's sniff minutes, one with 3 million letters days): on 300,000
     random strings over the characters they tell apart, they cut, match and strip exactly as the
     patterns they replace."""
@@ -474,7 +474,7 @@ def test_regexes_rewritten_to_read_a_run_once_split_as_before() -> None:
     import re
 
     from losslens.logs.base import COMMON_NOISE
-    from losslens.logs.formats.colon import FIELD_CUT, WORD_PAIR
+    from losslens.logs.formats.colon import FIELD_CUT, PAIR, SPACED_UNITS, WORD_PAIR
     from losslens.logs.formats.huggingface import TQDM
     from losslens.logs.formats.table import BAR_TAIL
     from losslens.logs.names import NONFINITE, NUMBER
@@ -484,16 +484,23 @@ def test_regexes_rewritten_to_read_a_run_once_split_as_before() -> None:
                            rf"([A-Za-z%]+)?(?=\s|$)", re.IGNORECASE)
     bar_tail = re.compile(r":?\s+\d{1,3}%\|.*$")
     tqdm = re.compile(r"(\d+)/(\d+) \[[^\]]*?(?:it/s|s/it)\]")
+    pair = re.compile(
+        rf"(?<![\w/.\-@'\"])([^\W\d][\w/.\-@]*(?: [^\W\d][\w/.\-@]*)?)(?:\s*\([^()]{{1,12}}\))?"
+        rf"(?:\s*[:：]\s*| = )({NONFINITE}(?![A-Za-z])|\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|{NUMBER})"
+        rf"(?:\s*/\s*\d+)?(?:([A-Za-z%]+(?:/[A-Za-z]+)?)|\s({SPACED_UNITS}))?(?![\w.]|:\d)", re.IGNORECASE)
     bar, (new_bar, why) = re.compile(r"\d+%\|.*\|\s*\d+/\d+"), COMMON_NOISE[2]
     assert why == "progress bar"
     rng = random.Random(7)
     alphabet = [" ", "\t", "|", ",", ";", "-", ":", "1", "9.", "a", "e", "x_", ".", "+", "%", "%|", "\x1c",
-                "  ", "\u00a0", "\n", "nan", "/", "@", "12/3 [", "]", "it/s]", "s/it", "50%|"]
+                "  ", "\u00a0", "\n", "nan", "/", "@", "12/3 [", "]", "it/s]", "s/it", "50%|",
+                "loss: ", " = ", "E-", "123", ",456", "ms", "(s)", "0:1", "e5"]
     for _ in range(300_000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
         assert FIELD_CUT.split(text) == field_cut.split(text), repr(text)
         assert BAR_TAIL.sub("", text) == bar_tail.sub("", text), repr(text)
         assert [m.span() for m in TQDM.finditer(text)] == [m.span() for m in tqdm.finditer(text)], repr(text)
+        assert [m.groups() + m.span() for m in PAIR.finditer(text)] == \
+            [m.groups() + m.span() for m in pair.finditer(text)], repr(text)
         old_bar, found_bar = bar.search(text), new_bar.search(text)
         assert (old_bar and old_bar.span()) == (found_bar and found_bar.span()), repr(text)
         fields = [f for f in field_cut.split(text.strip()) if f]
@@ -506,12 +513,15 @@ def test_regexes_rewritten_to_read_a_run_once_split_as_before() -> None:
 
 @pytest.mark.slow
 def test_a_line_with_a_long_run_of_one_character_is_read(tmp_path: Path) -> None:
-    """A damaged line holding a million spaces, tabs, letters or digits in a row, in a Trainer
-    log that the colon reader sniffs: check answers (in well under the minute allowed; the
-    regexes before took minutes to days) and the records around it are read."""
+    """A damaged line holding a million spaces, tabs, letters or digits in a row (also as a
+    'key: value' pair's value), in a Trainer log that the colon reader sniffs: check answers (in
+    well under the minute allowed; the regexes before took minutes to days) and the records
+    around it are read."""
     lines = [str({"loss": round(2 - i / 100, 4), "learning_rate": 1e-4, "epoch": i / 100}) for i in range(60)]
-    for run in (" ", "\t", "x", "9", "a "):
+    for run in (" ", "\t", "x", "9", "a ", "eta: 9"):
         line = "INFO:__main__:Loading" + run * (1_000_000 // len(run)) + "model"
+        if run == "eta: 9":  # a colon record whose value is a run of digits before a clock's ':0'
+            line = "Epoch(train) [1][50/200]  lr: 2.0e-02  eta: " + "9" * 1_000_000 + "0:10:00  time: 0.4"
         damaged = [*lines[:30], line, *lines[30:]]
         path = tmp_path / "run.log"
         path.write_text("\n".join(damaged) + "\n")
