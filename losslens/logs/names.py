@@ -181,7 +181,10 @@ NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 # how programs print a non-finite float: nan, -nan (C's printf), NaN, inf, -inf, Infinity
 NONFINITE = r"[-+]?(?i:nan|inf(?:inity)?)"
 NUMERIC = rf"(?:{NUMBER}|{NONFINITE})"  # a number or a non-finite spelling
-_WITH_UNIT = re.compile(rf"^({NUMBER})\s*([A-Za-z%/()]+)$")
+# the number taken whole (possessive): NUMBER's '\d+\.?\d*' split a damaged cell's 20,000 digits
+# every way before the unit refused it (10 s in one CSV sniff); a shorter number is followed by
+# a digit or a '.', which neither the spaces nor a unit take, so no match is lost
+_WITH_UNIT = re.compile(r"^([-+]?(?:\d++(?:\.\d*+)?|\.\d++)(?:[eE][-+]?\d++)?)\s*([A-Za-z%/()]+)$")
 _NONFINITE = {"nan": math.nan, "+nan": math.nan, "-nan": math.nan, "inf": math.inf,
               "+inf": math.inf, "-inf": -math.inf, "infinity": math.inf, "-infinity": -math.inf,
               "+infinity": math.inf}

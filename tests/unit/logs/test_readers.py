@@ -465,11 +465,11 @@ def test_sniff_passes_over_generic_formats_only_where_they_cannot_win() -> None:
 
 
 def test_regexes_rewritten_to_read_a_run_once_split_as_before() -> None:
-    """FIELD_CUT, WORD_PAIR, PAIR, BAR_TAIL, TQDM and the progress-bar noise pattern were rewritten
-    so that a long run of spaces, tabs, letters or digits is scanned once (a line with 3,000 spaces
-    in a row took the colon reader's sniff minutes, one with 3 million letters days): on 300,000
-    random strings over the characters they tell apart, they cut, match and strip exactly as the
-    patterns they replace."""
+    """FIELD_CUT, WORD_PAIR, PAIR, BAR_TAIL, TQDM, the progress-bar noise pattern and
+    parse_number's number-and-unit were rewritten so that a long run of spaces, tabs, letters or
+    digits is scanned once (a line with 3,000 spaces in a row took the colon reader's sniff
+    minutes, one with 3 million letters days): on 300,000 random strings over the characters
+    they tell apart, they cut, match and strip exactly as the patterns they replace."""
     import random
     import re
 
@@ -477,7 +477,7 @@ def test_regexes_rewritten_to_read_a_run_once_split_as_before() -> None:
     from losslens.logs.formats.colon import FIELD_CUT, PAIR, SPACED_UNITS, WORD_PAIR
     from losslens.logs.formats.huggingface import TQDM
     from losslens.logs.formats.table import BAR_TAIL
-    from losslens.logs.names import NONFINITE, NUMBER
+    from losslens.logs.names import _WITH_UNIT, NONFINITE, NUMBER
 
     field_cut = re.compile(r"\s*(?:[|,;\t]|\s{2,}(?!\s*[-+]?\.?\d)|\s-\s|(?<=\d):\s)\s*")
     word_pair = re.compile(rf"([A-Za-z_][\w/.\-@]*)\s+({NONFINITE}(?![A-Za-z])|{NUMBER})"
@@ -489,6 +489,7 @@ def test_regexes_rewritten_to_read_a_run_once_split_as_before() -> None:
         rf"(?:\s*[:：]\s*| = )({NONFINITE}(?![A-Za-z])|\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|{NUMBER})"
         rf"(?:\s*/\s*\d+)?(?:([A-Za-z%]+(?:/[A-Za-z]+)?)|\s({SPACED_UNITS}))?(?![\w.]|:\d)", re.IGNORECASE)
     bar, (new_bar, why) = re.compile(r"\d+%\|.*\|\s*\d+/\d+"), COMMON_NOISE[2]
+    with_unit = re.compile(rf"^({NUMBER})\s*([A-Za-z%/()]+)$")
     assert why == "progress bar"
     rng = random.Random(7)
     alphabet = [" ", "\t", "|", ",", ";", "-", ":", "1", "9.", "a", "e", "x_", ".", "+", "%", "%|", "\x1c",
@@ -501,6 +502,8 @@ def test_regexes_rewritten_to_read_a_run_once_split_as_before() -> None:
         assert [m.span() for m in TQDM.finditer(text)] == [m.span() for m in tqdm.finditer(text)], repr(text)
         assert [m.groups() + m.span() for m in PAIR.finditer(text)] == \
             [m.groups() + m.span() for m in pair.finditer(text)], repr(text)
+        old_unit, new_unit = with_unit.match(text), _WITH_UNIT.match(text)
+        assert (old_unit and old_unit.groups()) == (new_unit and new_unit.groups()), repr(text)
         old_bar, found_bar = bar.search(text), new_bar.search(text)
         assert (old_bar and old_bar.span()) == (found_bar and found_bar.span()), repr(text)
         fields = [f for f in field_cut.split(text.strip()) if f]
