@@ -62,9 +62,13 @@ def health_cases(seeds: int):
         c, q = synth.starved_queue(seed=s, start=500 + 20 * s)
         yield "pipeline_stall", from_arrays(c.steps, loss=c.loss, q_pre_min=q), c.truth
         for every, noise in EVALS:  # 9, 29 and 99 evals, 0.3 % to 2 % noise
-            c, st, ev = synth.evaluated(every=every, noise=noise, turn=1500 + 60 * s, seed=s)
-            log = from_arrays(c.steps, loss=c.loss, evals={"step": st, "eval_loss": ev})
-            yield "overfitting", log, c.truth
+            yield "overfitting", *evaluated(every=every, noise=noise, turn=1500 + 60 * s, seed=s)
+
+
+def evaluated(**kw):
+    """``synth.evaluated``'s run as a log with its eval records, and its truth."""
+    c, steps, values = synth.evaluated(**kw)
+    return from_arrays(c.steps, loss=c.loss, evals={"step": steps, "eval_loss": values}), c.truth
 
 
 EVALS = [(every, noise) for every in (30, 100, 300) for noise in (0.003, 0.01, 0.02)]
@@ -228,8 +232,7 @@ def main() -> int:
     for every, noise in CLEAN_EVALS:
         n_alarm = 0
         for s in range(args.seeds):
-            c, st, ev = synth.evaluated(every=every, noise=noise, turn=None, seed=s)
-            found = alarms(analyze(from_arrays(c.steps, loss=c.loss, evals={"step": st, "eval_loss": ev})))
+            found = alarms(analyze(evaluated(every=every, noise=noise, turn=None, seed=s)[0]))
             n_alarm += bool(found)
             if found:
                 print(f"  evals every {every} steps, {noise:.1%} noise, seed {s}: {found[0].kind}: "

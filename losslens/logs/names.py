@@ -181,10 +181,11 @@ NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 # how programs print a non-finite float: nan, -nan (C's printf), NaN, inf, -inf, Infinity
 NONFINITE = r"[-+]?(?i:nan|inf(?:inity)?)"
 NUMERIC = rf"(?:{NUMBER}|{NONFINITE})"  # a number or a non-finite spelling
-# the number taken whole (possessive): NUMBER's '\d+\.?\d*' split a damaged cell's 20,000 digits
-# every way before the unit refused it (10 s in one CSV sniff); a shorter number is followed by
-# a digit or a '.', which neither the spaces nor a unit take, so no match is lost
-_WITH_UNIT = re.compile(r"^([-+]?(?:\d++(?:\.\d*+)?|\.\d++)(?:[eE][-+]?\d++)?)\s*([A-Za-z%/()]+)$")
+# NUMBER taken whole (possessive digits), for a pattern that may refuse what follows it: NUMBER's
+# '\d+\.?\d*' split a damaged run of 20,000 digits every way first (seconds a line). A shorter
+# number is followed by a digit or a '.', so where nothing after it takes those, no match is lost
+WHOLE_NUMBER = r"[-+]?(?:\d++(?:\.\d*+)?|\.\d++)(?:[eE][-+]?\d++)?"
+_WITH_UNIT = re.compile(rf"^({WHOLE_NUMBER})\s*([A-Za-z%/()]+)$")
 _NONFINITE = {"nan": math.nan, "+nan": math.nan, "-nan": math.nan, "inf": math.inf,
               "+inf": math.inf, "-inf": -math.inf, "infinity": math.inf, "-infinity": -math.inf,
               "+infinity": math.inf}

@@ -147,8 +147,8 @@ def evaluated(n: int = 3000, every: int = 30, turn: int | None = 1800, rise: flo
     """(train curve, eval steps, eval loss): a power-law train loss and an eval loss every
     ``every`` steps with relative noise ``noise`` (drawn afresh at each eval, as on a sampled
     validation set), flattening as a cosine schedule's learning rate runs out. The eval loss
-    follows the train loss down and keeps its level (``turn``
-    None: a healthy run, truth 'clean'), or from ``turn`` on rises by ``rise`` of its level by
+    follows the train loss down and keeps its level (``turn`` None: a healthy run, truth
+    'clean'), or from ``turn`` on rises by ``rise`` of its level by
     the end while the train loss still falls (overfitting; truth: the turn)."""
     c = clean("powerlaw", n, seed)
     rng = np.random.default_rng(seed + 7919)

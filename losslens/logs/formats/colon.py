@@ -34,6 +34,7 @@ from losslens.logs.names import (
     ALIASES,
     NONFINITE,
     NUMBER,
+    WHOLE_NUMBER,
     WRAPPER_MARKS,
     canonical,
     is_eval,
@@ -50,11 +51,8 @@ SPACED_UNITS = r"(?:ms|s|secs?|seconds|min|h|GB|GiB|MB|MiB|%)(?![\w:/.])"
 # 'loss: 0.2345', 'loss = 67.7' (a spaced '=' only: 'k=v' is the kv reader's), 'val loss: 2.4',
 # 'lr: 1.0e-04', 'time: 0.35s', 'Epoch: 3/10'; the key is one
 # or two words (not quoted: JSON and Python dicts have their own readers); after the number no
-# letter, digit or ':digit' (a clock '0:05:12'); torchtune's 'Loss: 1.55:' ends in a colon.
-# The number is taken whole (NUMBER's '\d+\.?\d*' split a damaged run of 20,000 digits every way
-# before the look-ahead refused it: seconds per line; a shorter number is followed by a digit
-# or a '.', which nothing after it takes, so no match is lost)
-WHOLE_NUMBER = r"[-+]?(?:\d++(?:\.\d*+)?|\.\d++)(?:[eE][-+]?\d++)?"
+# letter, digit or ':digit' (a clock '0:05:12'); torchtune's 'Loss: 1.55:' ends in a colon; the
+# number taken whole (see names.WHOLE_NUMBER: the look-ahead would refuse a shorter one)
 PAIR = re.compile(
     rf"(?<![\w/.\-@'\"])([^\W\d][\w/.\-@]*(?: [^\W\d][\w/.\-@]*)?)(?:\s*\([^()]{{1,12}}\))?"
     rf"(?:\s*[:：]\s*| = )"
