@@ -183,13 +183,28 @@ NONFINITE = r"[-+]?(?i:nan|inf(?:inity)?)"
 NUMERIC = rf"(?:{NUMBER}|{NONFINITE})"  # a number or a non-finite spelling
 # NUMBER taken whole (possessive digits), for a pattern that may refuse what follows it: NUMBER's
 # '\d+\.?\d*' split a damaged run of 20,000 digits every way first (seconds a line). A shorter
-# number is followed by a digit or a '.', so where nothing after it takes those, no match is lost
-WHOLE_NUMBER = r"[-+]?(?:\d++(?:\.\d*+)?|\.\d++)(?:[eE][-+]?\d++)?"
+# number is followed by a digit or a '.', so where nothing after it takes those, no match is lost.
+# (`columnar` of it is NUMBER, for polars)
+WHOLE_NUMBER = r"[-+]?(?:\d++\.?+\d*+|\.\d++)(?:[eE][-+]?\d++)?"
+WHOLE_NUMERIC = rf"(?:{WHOLE_NUMBER}|{NONFINITE})"
+_POSSESSIVE = re.compile(r"(?<!\\)([*+?}])\+")
+
+
+def columnar(pattern: re.Pattern[str]) -> str:
+    """A pattern for polars' string kernels (Rust's regex crate, which has no possessive
+    quantifiers, and needs none: it never backtracks): the pattern with its possessive
+    quantifiers ('\\d++', '\\s*+') made greedy. Where a pattern is possessive only so that Python
+    does not try every split of a long run, the two match alike (tests/unit/logs/test_readers.py
+    checks each on random strings)."""
+    return _POSSESSIVE.sub(r"\1", pattern.pattern)
+
+
 _WITH_UNIT = re.compile(rf"^({WHOLE_NUMBER})\s*([A-Za-z%/()]+)$")
 _NONFINITE = {"nan": math.nan, "+nan": math.nan, "-nan": math.nan, "inf": math.inf,
               "+inf": math.inf, "-inf": -math.inf, "infinity": math.inf, "-infinity": -math.inf,
               "+infinity": math.inf}
-_DURATION = re.compile(r"^(?:(\d+)d)?\s*(?:(\d+)h)?\s*(?:(\d+)m)?\s*(?:(\d+(?:\.\d+)?)s)?$")
+# (possessive: its three '\s*' in a row tried every split of a run of whitespace: cubic)
+_DURATION = re.compile(r"^(?:(\d++)d)?\s*+(?:(\d++)h)?\s*+(?:(\d++)m)?\s*+(?:(\d++(?:\.\d++)?)s)?$")
 _CLOCK = re.compile(r"^(?:(\d+) days?, )?(\d+):(\d\d):(\d\d(?:\.\d+)?)$")
 
 # unit suffix -> multiplier to the canonical unit (seconds for times, plain counts for rates)

@@ -77,11 +77,13 @@ RATE_NAMES = {"tok/s": "tok/s", "tokens/s": "tok/s", "tok/sec": "tok/s", "tokens
 def _may_rate(line: str) -> bool:
     return "/s" in line or "s/it" in line or "wps" in line
 # 'Step 100', 'iter 5/1000', 'Iter [  10/1487]', 'Epoch: [ 0/200]', 'Epoch [2/5]'
-STEP_WORD = re.compile(r"\b(?:global step|step|iteration|iter|update|batch)\s*[#=]?\s*\[?\s*(\d+)"
-                       r"(?:\s*/\s*\d+)?\b", re.IGNORECASE)
+# (each run of spaces read once: the spaces around an optional '#'/'=' and '[' were three '\s*' in a
+# row, which tried every split of a run: 'Step' and 400 spaces took 0.17 s, 3,000 minutes)
+STEP_WORD = re.compile(r"\b(?:global step|step|iteration|iter|update|batch)\s*+(?:[#=]\s*+)?(?:\[\s*+)?(\d++)"
+                       r"(?:\s*+/\s*+\d++)?\b", re.IGNORECASE)
 # '[1,  2000] loss: 2.211' (PyTorch's CIFAR-10 tutorial), '[1/10, 100/600] Loss = 0.23': [epoch, step]
 EPOCH_STEP = re.compile(r"^\s*\[\s*(\d+)(?:\s*/\s*\d+)?\s*,\s*(\d+)(?:\s*/\s*\d+)?\s*\]")
-EPOCH_WORD = re.compile(r"\bepoch\s*[#=:]?\s*\[?\s*(\d+)(?:\s*/\s*\d+)?\b", re.IGNORECASE)
+EPOCH_WORD = re.compile(r"\bepoch\s*+(?:[#=:]\s*+)?(?:\[\s*+)?(\d++)(?:\s*+/\s*+\d++)?\b", re.IGNORECASE)
 # 'EPOCH [BATCH/LEN]' heads: timm ('Train: 3 [ 50/1251 (4%)]'), torchvision/DeiT/MAE's
 # MetricLogger ('Epoch: [3]  [ 50/1251]'), pytorch/examples' ProgressMeter ('Epoch: [3][ 50/1251]')
 # (after a '[12:22:25.163846] ' or logging prefix; LAVIS/BLIP print 'Train: data epoch: [0]  [..]')
@@ -111,11 +113,11 @@ FIELD_CUT = re.compile(
     r"|[^\S\t]++(?:(?<=\s)-(?=\s)|(?<=\s\s)(?![-+]?\.?\d))|(?<=\d):(?=\s))\s*+")
 # (a key starts where no key character stands before it, and is taken whole: a damaged line's
 # run of a million letters is scanned once, not once from each of its letters)
-WORD_PAIR = re.compile(rf"(?<![\w/.\-@])([A-Za-z_][\w/.\-@]*+)\s+({NONFINITE}(?![A-Za-z])|{NUMBER})"
+WORD_PAIR = re.compile(rf"(?<![\w/.\-@])([A-Za-z_][\w/.\-@]*+)\s+({NONFINITE}(?![A-Za-z])|{WHOLE_NUMBER})"
                        rf"([A-Za-z%]+)?(?=\s|$)", re.IGNORECASE)
 # a field of two or three words and a number: 'Train loss 2.345', 'Learning Rate 1.000e-05'
 NAMED_FIELD = re.compile(rf"^([A-Za-z_][\w/.\-@]*(?: [A-Za-z_][\w/.\-@]*){{1,2}})\s+"
-                         rf"({NONFINITE}(?![A-Za-z])|{NUMBER})([A-Za-z%]+)?$", re.IGNORECASE)
+                         rf"({NONFINITE}(?![A-Za-z])|{WHOLE_NUMBER})([A-Za-z%]+)?$", re.IGNORECASE)
 # (not a sentence's 'val loss is 0.05': the 'key is value' pairs below read those)
 LINK_WORDS = frozenset({"is", "was", "are", "were", "of", "to", "at", "in", "on", "for", "by", "with",
                         "from"})

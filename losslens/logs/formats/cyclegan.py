@@ -11,13 +11,18 @@ from __future__ import annotations
 import re
 
 from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser, count_matching, whole
-from losslens.logs.names import NUMBER, NUMERIC, canonical, loss_like, parse_number
+from losslens.logs.names import WHOLE_NUMBER, WHOLE_NUMERIC, canonical, loss_like, parse_number
 from losslens.logs.sink import Sink
 
-RECORD = re.compile(rf"^\(epoch: (\d+), iters: (\d+), time: ({NUMERIC})(?:, data: ({NUMERIC}))?\)(.*)$")
-PAIR = re.compile(rf"([A-Za-z_][\w.\-]*): ({NUMERIC})(?=\s|$)")
+# (numbers taken whole: see names.WHOLE_NUMBER)
+RECORD = re.compile(rf"^\(epoch: (\d+), iters: (\d+), time: ({WHOLE_NUMERIC})"
+                    rf"(?:, data: ({WHOLE_NUMERIC}))?\)(.*)$")
+PAIR = re.compile(rf"([A-Za-z_][\w.\-]*): ({WHOLE_NUMERIC})(?=\s|$)")
+# a record's pairs and nothing else, read once (PAIR's search tried a key from each letter of a long
+# run of letters: quadratic); a record's rest is read by PAIR only when this matches it
+PAIRS = re.compile(rf"\s*+(?:[A-Za-z_][\w.\-]*+: {WHOLE_NUMERIC}(?=\s|$)\s*+)*+$")
 HEADER = re.compile(r"^=+ Training Loss \(.*\) =+$")
-LR = re.compile(rf"^(?:update )?learning rate:? ({NUMBER}) -> ({NUMBER})\s*$", re.IGNORECASE)
+LR = re.compile(rf"^(?:update )?learning rate:? ({WHOLE_NUMBER}) -> ({WHOLE_NUMBER})\s*$", re.IGNORECASE)
 
 
 def loss_column(name: str) -> str:
@@ -47,8 +52,8 @@ class _GanParser(RegexLineParser):
                 self.sink.names.setdefault("lr", "learning rate")
                 return None
             return self.classify_noise(line)
-        pairs = PAIR.findall(m.group(5))
-        if not pairs or PAIR.sub("", m.group(5)).strip():
+        pairs = PAIR.findall(m.group(5)) if PAIRS.match(m.group(5)) else []
+        if not pairs:
             return "not a loss log line (text besides 'name: value' pairs)"
         metrics: dict[str, float | None] = {"epoch": float(m.group(1)),
                                             "step_time_s": parse_number(m.group(3))}

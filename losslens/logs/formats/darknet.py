@@ -13,17 +13,18 @@ from __future__ import annotations
 import re
 
 from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser, count_matching, whole
-from losslens.logs.names import NUMERIC, parse_number
+from losslens.logs.names import WHOLE_NUMERIC, parse_number
 from losslens.logs.sink import Sink
 
-ITERATION = re.compile(rf"^\s*(\d+): ({NUMERIC}), ({NUMERIC}) avg(?: loss)?, ({NUMERIC}) rate, "
-                       rf"({NUMERIC}) seconds, \d+ images(?:, .*)?$")
+# (numbers taken whole: see names.WHOLE_NUMBER)
+ITERATION = re.compile(rf"^\s*(\d+): ({WHOLE_NUMERIC}), ({WHOLE_NUMERIC}) avg(?: loss)?, "
+                       rf"({WHOLE_NUMERIC}) rate, ({WHOLE_NUMERIC}) seconds, \d+ images(?:, .*)?$")
 # the YOLO layers' lines (AlexeyAB: ' v3 (mse loss, …) Region 82 Avg (IOU: …), count: 5, class_loss = 1.2,
 # …'; pjreddie: 'Region 82 Avg IOU: 0.32, Class: 0.45, Obj: 0.12, …', YOLOv2's 'Region Avg IOU: …'):
 # details of the iteration line after; their '-nan' is a scale that saw no object ('count: 0'),
 # not a failure
 LAYER = re.compile(r"\bRegion (?:\d+ )?Avg[ (]|^\s*v3 \(")
-MAP = re.compile(rf"Last accuracy mAP@([\d.]+) = ({NUMERIC}) ?%")
+MAP = re.compile(rf"Last accuracy mAP@([\d.]+) = ({WHOLE_NUMERIC}) ?%")
 
 
 class _DarknetParser(RegexLineParser):

@@ -21,6 +21,12 @@ LIGHTNING_BAR = re.compile(r"Epoch (\d+):\s*\d+%\|[^|]*\|\s*(\d+)/(\d+) \[[^\]]*
 
 
 LIGHTNING_PAIR = re.compile(r"([A-Za-z_][\w/.\-]*)=([^\s,\]]+)")
+# LIGHTNING_PAIR for Python's engine: from the start of a run of key characters, past the digits,
+# '.', '/' or '-' before its first letter, the key taken whole (LIGHTNING_PAIR tried one from each
+# letter of a long run: quadratic). Its key is the same: a key from a later letter ends where the
+# run does, and fails where the first does. A value ends before ',', ']' or a space, none of
+# them a key's, so each match starts a run
+_PAIR = re.compile(r"(?<![\w/.\-])(?:[^\WA-Za-z_]|[/.\-])*+([A-Za-z_][\w/.\-]*+)=([^\s,\]]++)")
 
 
 class _LightningParser(RegexLineParser):
@@ -52,7 +58,7 @@ class _LightningParser(RegexLineParser):
             if not m or not m.group(4):
                 continue
             epoch, done, total = whole(m.group(1)), whole(m.group(2)), whole(m.group(3))
-            pairs = [(k, v) for k, v in LIGHTNING_PAIR.findall(m.group(4)) if k != "v_num"]
+            pairs = [(k, v) for k, v in _PAIR.findall(m.group(4)) if k != "v_num"]
             _, metrics = self.sink.metrics_from_pairs(pairs)
             if not metrics:
                 continue

@@ -29,7 +29,7 @@ from losslens.logs.formats.megatron import MEGA_NAMES, MEGA_VALID
 from losslens.logs.formats.nanogpt import LLMC, LLMC_NEW, MODDED, MODDED_PAIR, NANO_EVAL, NANO_ITER
 from losslens.logs.formats.olmo import OLMO_FIELD, OLMO_HEAD
 from losslens.logs.formats.torchtitan import TITAN, TITAN_PAIR
-from losslens.logs.names import RESERVED, STEP_KEYS, is_eval, unreserved
+from losslens.logs.names import RESERVED, STEP_KEYS, columnar, is_eval, unreserved
 from losslens.logs.sink import MAX_KEYS, Sink
 
 # megatron.MEGA_ITER up to the first '|' (the body, its '(.*)$', is the rest of the line)
@@ -57,7 +57,7 @@ def _case_blind(pattern: str) -> str:
 
 def nanogpt_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = None) -> pl.Series:
     """'iter N: loss X, time Yms, mfu Z%' and 'step N: train loss X, val loss Y' lines."""
-    hit, g = matched(text, _case_blind(NANO_ITER.pattern))
+    hit, g = matched(text, _case_blind(columnar(NANO_ITER)))
     if hit.any():
         mfu = g["4"].cast(pl.Float64)
         cols = {"loss": number_column(g["2"])[0], "step_time_s": _per_thousand(g["3"].cast(pl.Float64)),
@@ -65,9 +65,9 @@ def nanogpt_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object 
         sink.names.update(loss="loss", step_time_s="time", mfu="mfu")
         add_rows(sink, {"step": g["1"].cast(pl.Int64, strict=False), "line": lineno.filter(hit)}, cols, None,
                  idle=False)
-    rest = ~hit & text.str.contains(_case_blind(NANO_EVAL.pattern)).fill_null(False)
+    rest = ~hit & text.str.contains(_case_blind(columnar(NANO_EVAL))).fill_null(False)
     if rest.any():
-        _, g = matched(text.filter(rest), _case_blind(NANO_EVAL.pattern))
+        _, g = matched(text.filter(rest), _case_blind(columnar(NANO_EVAL)))
         sink.names.update(eval_loss="val loss", eval_train_loss="train loss")
         add_rows(sink, {"step": g["1"].cast(pl.Int64, strict=False), "line": lineno.filter(rest)},
                  {"eval_train_loss": number_column(g["2"])[0], "eval_loss": number_column(g["3"])[0]},
@@ -194,7 +194,7 @@ def modded_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object =
     """modded-nanogpt's 'step:N/T name:value …' lines and llm.c's 's:N trl:X' and
     'step N/T | loss X | norm X | lr X | …' ones (each line stripped, as the parser strips it)."""
     line = text.str.strip_chars()
-    hit = line.str.contains(MODDED.pattern).fill_null(False)
+    hit = line.str.contains(columnar(MODDED)).fill_null(False)
     if hit.any():
         body = line.filter(hit)
         parts = pl.DataFrame({"row": pl.int_range(0, len(body), eager=True),
@@ -209,9 +209,9 @@ def modded_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object =
         step = body.str.extract(r"^step:(\d+)/", 1).cast(pl.Int64, strict=False)
         add_rows(sink, {"step": step, "line": lineno.filter(hit)}, _wide(fields, len(body), sink), None)
     done = hit
-    old = ~done & line.str.contains(LLMC.pattern).fill_null(False)
+    old = ~done & line.str.contains(columnar(LLMC)).fill_null(False)
     if old.any():
-        _, g = matched(line.filter(old), LLMC.pattern)
+        _, g = matched(line.filter(old), columnar(LLMC))
         value = number_column(g["3"])[0]
         cols = {}
         for tag, metric in (("trl", "loss"), ("tel", "eval_loss")):
@@ -221,9 +221,9 @@ def modded_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object =
         add_rows(sink, {"step": g["1"].cast(pl.Int64, strict=False), "line": lineno.filter(old)},
                  cols, None, idle=False)
         done = done | old
-    new = ~done & line.str.contains(LLMC_NEW.pattern).fill_null(False)
+    new = ~done & line.str.contains(columnar(LLMC_NEW)).fill_null(False)
     if new.any():
-        _, g = matched(line.filter(new), LLMC_NEW.pattern)
+        _, g = matched(line.filter(new), columnar(LLMC_NEW))
         cols = {"loss": number_column(g["3"])[0], "grad_norm": number_column(g["4"])[0],
                 "lr": g["5"].cast(pl.Float64), "step_time_s": _per_thousand(g["6"].cast(pl.Float64)),
                 "tokens_per_s": g["8"].cast(pl.Float64)}

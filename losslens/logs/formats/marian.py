@@ -16,14 +16,16 @@ from __future__ import annotations
 import re
 
 from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser, count_matching, whole
-from losslens.logs.names import NUMERIC, canonical, parse_number
+from losslens.logs.names import WHOLE_NUMERIC, canonical, parse_number
 from losslens.logs.sink import Sink
 
 _HEAD = r"Ep\. ([\d.]+) : Up\. (\d+) : "
-TRAIN = re.compile(rf"{_HEAD}Sen\. [\d,]+ : Cost ({NUMERIC})(?: \* [\d,]+)?(?: @ [\d,]+)?(?: after [\d,]+)?"
-                   rf"(?: : Time ({NUMERIC})s)?(?: : ({NUMERIC}) words/s)?(?: : gNorm ({NUMERIC}))?"
-                   rf"(?: : L\.r\. ({NUMERIC}))?\s*$")
-VALID = re.compile(rf"{_HEAD}([\w\-]+) : ({NUMERIC}) : (?:new best|stalled \d+ times?)")
+# (numbers taken whole: see names.WHOLE_NUMBER)
+TRAIN = re.compile(rf"{_HEAD}Sen\. [\d,]+ : Cost ({WHOLE_NUMERIC})(?: \* [\d,]+)?(?: @ [\d,]+)?"
+                   rf"(?: after [\d,]+)?(?: : Time ({WHOLE_NUMERIC})s)?(?: : ({WHOLE_NUMERIC}) words/s)?"
+                   rf"(?: : gNorm ({WHOLE_NUMERIC}))?"
+                   rf"(?: : L\.r\. ({WHOLE_NUMERIC}))?\s*$")
+VALID = re.compile(rf"{_HEAD}([\w\-]+) : ({WHOLE_NUMERIC}) : (?:new best|stalled \d+ times?)")
 
 
 class _MarianParser(RegexLineParser):

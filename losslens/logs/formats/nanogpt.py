@@ -12,15 +12,19 @@ from losslens.logs.base import (
     count_matching,
     whole,
 )
-from losslens.logs.names import NUMBER, NUMERIC, parse_number, unreserved
+from losslens.logs.names import WHOLE_NUMBER, WHOLE_NUMERIC, parse_number, unreserved
 from losslens.logs.sink import Sink
 
 # --- nanoGPT ---------------------------------------------------------------------------------
+# (numbers taken whole, as in every pattern here: see names.WHOLE_NUMBER; polars reads
+# `columnar` of them)
 NANO_ITER = re.compile(
-    rf"^iter (\d+): loss ({NUMERIC}), time ({NUMBER})ms(?:, mfu ({NUMBER})%)?", re.IGNORECASE)
+    rf"^iter (\d+): loss ({WHOLE_NUMERIC}), time ({WHOLE_NUMBER})ms(?:, mfu ({WHOLE_NUMBER})%)?",
+    re.IGNORECASE)
 
 
-NANO_EVAL = re.compile(rf"^step (\d+): train loss ({NUMERIC}), val loss ({NUMERIC})", re.IGNORECASE)
+NANO_EVAL = re.compile(rf"^step (\d+): train loss ({WHOLE_NUMERIC}), val loss ({WHOLE_NUMERIC})",
+                       re.IGNORECASE)
 
 
 class _NanoParser(RegexLineParser):
@@ -61,18 +65,21 @@ class NanoGPT(Format):
 
 
 # --- modded-nanogpt and llm.c ----------------------------------------------------------------
-MODDED = re.compile(r"^step:(\d+)/(\d+) ((?:\w+:\S+\s*)+)$")
+# (each pair taken whole: '(?:\w+:\S+\s*)+' split a token 'a:b:c…' into pairs every way before
+# refusing the line, exponential: a damaged line with 'a:a' 22 times took 21 s)
+MODDED = re.compile(r"^step:(\d+)/(\d+) ((?:\w++:\S++\s*+)+)$")
 
 
 MODDED_PAIR = re.compile(r"(\w+):(\S+)")
 
 
-LLMC = re.compile(rf"^s:(\d+) (trl|tel):({NUMERIC})\s*$")
+LLMC = re.compile(rf"^s:(\d+) (trl|tel):({WHOLE_NUMERIC})\s*$")
 
 
 LLMC_NEW = re.compile(
-    rf"^step\s+(\d+)/(\d+) \| (?:train )?loss ({NUMERIC}) \| norm ({NUMERIC}) \| lr ({NUMBER})"
-    rf"(?: \| ({NUMBER}) ms)?(?: \| ({NUMBER})% bf16 MFU)?(?: \| ({NUMBER}) tok/s)?")
+    rf"^step\s+(\d+)/(\d+) \| (?:train )?loss ({WHOLE_NUMERIC}) \| norm ({WHOLE_NUMERIC}) "
+    rf"\| lr ({WHOLE_NUMBER})(?: \| ({WHOLE_NUMBER}) ms)?(?: \| ({WHOLE_NUMBER})% bf16 MFU)?"
+    rf"(?: \| ({WHOLE_NUMBER}) tok/s)?")
 
 
 class _ModdedParser(RegexLineParser):

@@ -22,6 +22,24 @@ TITAN = re.compile(r"step:\s*(\d+)\s+(loss:\s*\S+.*)$")
 
 TITAN_PAIR = re.compile(rf"([a-z_ ()]+?):\s*({NONFINITE}(?![A-Za-z])|[-+\d.,eE]+)([A-Za-z%]*)"
                         r"(?:\([^)]*\))?")
+_KEY_RUN = re.compile(r"[a-z_ ()]*+")
+
+
+def titan_pairs(text: str) -> list[tuple[str, str, str]]:
+    """TITAN_PAIR.findall(text), each run of key characters read once: findall tried a key from
+    each character of a run (of spaces, say) that no ':' ends, to the end of the run: quadratic.
+    A key from any character of a run ends where the run does (':' is not a key's character), so
+    where the run's first character starts no pair, none of the others does."""
+    pairs = []
+    at = 0
+    while at < len(text):
+        m = TITAN_PAIR.match(text, at)
+        if m:
+            pairs.append((m.group(1), m.group(2), m.group(3)))
+            at = m.end()
+        else:
+            at = max(_KEY_RUN.match(text, at).end(), at + 1)  # type: ignore[union-attr]
+    return pairs
 
 
 class _TitanParser(RegexLineParser):
@@ -32,7 +50,7 @@ class _TitanParser(RegexLineParser):
         m = TITAN.search(clean)
         if not m:
             return self.classify_noise(clean)
-        pairs = [(k.strip(), v + u) for k, v, u in TITAN_PAIR.findall(m.group(2))]
+        pairs = [(k.strip(), v + u) for k, v, u in titan_pairs(m.group(2))]
         _, metrics = self.sink.metrics_from_pairs(pairs)
         t = leading_time(clean.split("] ", 1)[-1]) or leading_time(clean)
         if not self.sink.emit(lineno, whole(m.group(1)), metrics, time=t):

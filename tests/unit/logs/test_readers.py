@@ -6,6 +6,7 @@ import json
 import math
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -514,6 +515,135 @@ def test_regexes_rewritten_to_read_a_run_once_split_as_before() -> None:
                 assert new == old, repr(f)
 
 
+def _mutations(examples: list[str], count: int, seed: int) -> list[str]:
+    """Strings near the examples: each with one to three random insertions (of a piece, repeated
+    up to four times), deletions or duplications, where a pattern's backtracking decides."""
+    import random
+
+    rng = random.Random(seed)
+    pieces = [" ", "  ", "\t", "9", "1", "23", ".", "..", "e", "E-", "+", "-", "nan", "inf", "a", "_", "é",
+              ":", "=", ",", "|", "[", "]", "(", ")", "/", "%", "ms", "s", "#", "\n", "a: 1 ", "x=1"]
+    out = []
+    for _ in range(count):
+        text = rng.choice(examples)
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randint(0, len(text))
+            how = rng.random()
+            if how < 0.5:
+                text = text[:at] + rng.choice(pieces) * rng.randint(1, 4) + text[at:]
+            elif how < 0.8:
+                text = text[:at] + text[at + rng.randint(1, 5):]
+            else:
+                cut = text[at:at + rng.randint(1, 8)]
+                text = text[:at] + cut + text[at:]
+        out.append(text)
+    return out
+
+
+def test_patterns_rewritten_to_read_a_run_once_match_as_before() -> None:
+    r"""Patterns that tried every split of a long run, rewritten to read it once, find what they
+    found (on 20,000 random edits of lines they read each), and polars reads their `columnar`
+    form, the pattern as it was (no possessive quantifier): STEP_WORD and EPOCH_WORD (three
+    '\s*' in a row: 'Step' and 400 spaces took 0.17 s, cubic), Megatron's field (a lazy name
+    between two '\s*'), the duration's '\s*'s, modded-nanogpt's line (exponential: 'a:a' 22
+    times took 21 s), the patterns holding a number (NUMBER's '\d+\.?\d*' split a run of digits
+    every way: quadratic), the Python twins of fairseq's and Lightning's pairs, which start a key
+    where a word does, and torchtitan's pairs, found reading each run of a key's characters once."""
+    import re
+
+    from losslens.logs.formats import (
+        cyclegan,
+        darknet,
+        fairseq,
+        lightning,
+        marian,
+        megatron,
+        nanogpt,
+        torchtitan,
+    )
+    from losslens.logs.formats.colon import EPOCH_WORD, NAMED_FIELD, STEP_WORD, WORD_PAIR
+    from losslens.logs.formats.kv import TOKRATE
+    from losslens.logs.names import _DURATION, NUMBER, WHOLE_NUMBER, columnar
+
+    def found(p: re.Pattern[str], text: str) -> tuple[object, ...]:
+        m = p.match(text)
+        every = [x.groups() + x.span() for x in p.finditer(text)]
+        return every, m and m.groups() + m.span(), p.sub("", text)
+
+    examples = {
+        nanogpt.NANO_ITER: ["iter 10: loss 4.2038, time 1430.34ms, mfu -100.00%",
+                            "iter 425: loss nan, time 1.5ms"],
+        nanogpt.NANO_EVAL: ["step 0: train loss 4.2000, val loss 4.2100",
+                            "step 5: train loss 1e-3, val loss inf"],
+        nanogpt.LLMC: ["s:100 trl:3.2345", "s:7 tel:nan  "],
+        nanogpt.LLMC_NEW: ["step   10/100 | train loss 3.2345 | norm 1.2 | lr 6.00e-04 | 123.45 ms"
+                           " | 45.6% bf16 MFU | 12345 tok/s", "step 1/9 | loss 3.2 | norm nan | lr 1e-4"],
+        nanogpt.MODDED: ["step:10/100 train_loss:3.2 train_time:5586124ms step_avg:391.87ms",
+                         "step:1/9 val_loss:4"],
+        cyclegan.RECORD: ["(epoch: 1, iters: 100, time: 0.123, data: 0.004) D_A: 0.251 G_A: 0.342"],
+        cyclegan.PAIR: [" D_A: 0.251 G_A: 0.342 cycle_A: 1.2 idt_B: nan"],
+        cyclegan.LR: ["learning rate 0.0002000 -> 0.0001000", "update learning rate: 2e-4 -> 1.5e-4"],
+        darknet.ITERATION: [" 1000: 2.345678, 2.456789 avg loss, 0.001000 rate, 3.212345 seconds, "
+                            "64000 images"],
+        darknet.MAP: ["Last accuracy mAP@0.50 = 45.67 %"],
+        marian.TRAIN: ["Ep. 1 : Up. 500 : Sen. 64,000 : Cost 5.1234 * 1,234,567 @ 2,345 after 12,345,678 : "
+                       "Time 123.45s : 12345.67 words/s : gNorm 1.2345 : L.r. 3.0000e-04"],
+        marian.VALID: ["Ep. 1 : Up. 500 : ce-mean-words : 4.5678 : new best"],
+        TOKRATE: ["step=1 loss=2.3 ( 32.1Ktok/s)", "tgt=0.68b/s dft=0.68b/s (32.1Ktok/s) | q=[50, 46]"],
+        WORD_PAIR: ["loss 4.2709", "mfu -100.00%", "lr 1e-4 ms", "tok/s 30512"],
+        NAMED_FIELD: ["Learning Rate 1.000e-05", "Train loss 2.345"],
+        STEP_WORD: ["Iter [  10/1487] step 5", "global step #12 iteration= [ 3 / 9 ]", "Step 100, batch 7/8"],
+        EPOCH_WORD: ["Epoch: [ 0/200]", "epoch #3 EPOCH=[2/5]", "Epoch 1 / 10"],
+    }
+    old_step = re.compile(r"\b(?:global step|step|iteration|iter|update|batch)\s*[#=]?\s*\[?\s*(\d+)"
+                          r"(?:\s*/\s*\d+)?\b", re.IGNORECASE)
+    old_epoch = re.compile(r"\bepoch\s*[#=:]?\s*\[?\s*(\d+)(?:\s*/\s*\d+)?\b", re.IGNORECASE)
+    assert columnar(nanogpt.MODDED) == r"^step:(\d+)/(\d+) ((?:\w+:\S+\s*)+)$"
+    assert columnar(TOKRATE) == r"\(\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([KMG]?)tok/s\s*\)"
+    for seed, (new, lines) in enumerate(examples.items()):
+        old = {STEP_WORD: old_step, EPOCH_WORD: old_epoch}.get(new) or re.compile(columnar(new), new.flags)
+        if new not in (STEP_WORD, EPOCH_WORD, nanogpt.MODDED, TOKRATE):
+            as_was = re.compile(new.pattern.replace(WHOLE_NUMBER, NUMBER), new.flags)  # (NUMBER, as it was)
+            assert columnar(new) == columnar(as_was)
+        assert "++" not in columnar(new) and "*+" not in columnar(new)
+        for text in lines + _mutations(lines, 20_000, seed):
+            assert found(new, text) == found(old, text), (new.pattern[:40], text)
+
+    lines = ["loss:  7.6442  memory: 39.12GiB(41.18%)  tps: 6,581  mfu: 38.55%", "loss: nan (avg) norm: 1"]
+    for text in lines + _mutations(lines, 20_000, 50):
+        assert torchtitan.titan_pairs(text) == torchtitan.TITAN_PAIR.findall(text), text
+
+    pairs = {fairseq._KV: (fairseq.FAIRSEQ_KV, ["loss=12.835, nll_loss=12.8, ppl=7306.1, wps=3e4 lr=1e-05"]),
+             lightning._PAIR: (lightning.LIGHTNING_PAIR, ["v_num=0, train_loss=2.3, val/acc=.5 1a-b=2 é1x=3]",
+                                                          "loss=1 ]x=2"])}
+    for seed, (new, (old, lines)) in enumerate(pairs.items()):
+        for text in lines + _mutations(lines, 20_000, 100 + seed):
+            assert new.findall(text) == old.findall(text), (new.pattern[:40], text)
+
+    old_field = re.compile(r"^\s*([^:|]+?)\s*:\s*(\S+)\s*$")
+
+    def field(m: re.Match[str] | None) -> tuple[str, str] | None:  # as the reader takes it (no blank name)
+        return (m.group(1).strip(), m.group(2)) if m and m.group(1).strip() else None
+
+    lines = [" consumed samples:          640 ", " lm loss: 1.0E+01 ", "  : 5", " iteration  10/ 100 "]
+    for text in lines + _mutations(lines, 20_000, 200):
+        was, now = old_field.match(text), megatron.MEGA_FIELD.match(text)
+        assert field(was) == field(now), text
+
+    lines = [" D_A: 0.251 G_A: 0.342 cycle_A: 1.2", " 1a: 0.5", "x: nan y: 1e-3 "]
+    for text in lines + _mutations(lines, 20_000, 300):
+        was = cyclegan.PAIR.findall(text)
+        was_ok = bool(was) and not cyclegan.PAIR.sub("", text).strip()
+        now = cyclegan.PAIR.findall(text) if cyclegan.PAIRS.match(text) else []
+        assert (was_ok and was) == (bool(now) and now), text
+
+    old_duration = re.compile(r"^(?:(\d+)d)?\s*(?:(\d+)h)?\s*(?:(\d+)m)?\s*(?:(\d+(?:\.\d+)?)s)?$")
+    lines = ["1d2h3m4.5s", "2h 30m", "45s", "1h\t5m"]
+    for text in lines + _mutations(lines, 20_000, 400):
+        was, now = old_duration.match(text), _DURATION.match(text)
+        assert (was and was.groups()) == (now and now.groups()), text
+
+
 @pytest.mark.slow
 def test_a_line_with_a_long_run_of_one_character_is_read(tmp_path: Path) -> None:
     """A damaged line holding a million spaces, tabs, letters or digits in a row (also as a
@@ -532,3 +662,41 @@ def test_a_line_with_a_long_run_of_one_character_is_read(tmp_path: Path) -> None
                                "json"], capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, (run, proc.stderr[-300:])
         assert json.loads(proc.stdout)["steps"]["count"] == 60
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("fixture", "head", "damage"), [
+    ("fairseq.log", "train_inner", lambda x: x.replace("loss=", "x" + "a_" * 500_000 + " loss=", 1)),
+    ("modded_nanogpt.log", "train_loss", lambda x: x.rstrip() + " " + "a:a" * 40 + " !"),
+    ("custom_colon.log", "loss", lambda x: "Step" + " " * 1_000_000 + "! " + x),
+    ("megatron_ranks.log", "lm loss", lambda x: x.replace("|", "|" + " " * 1_000_000 + "x |", 1)),
+    ("torchtitan_ansi.log", "loss", lambda x: x.rstrip() + " " * 1_000_000 + "!"),
+    ("nanogpt_nan.log", "iter", lambda x: "iter 0: loss " + "9" * 1_000_000 + " !"),
+    ("lightning_stdout.log", "train_loss", lambda x: x.replace("v_num", "a_" * 500_000 + " v_num", 1)),
+])
+def test_a_damaged_line_of_each_format_is_read_once(tmp_path: Path, fixture: str, head: str,
+                                                     damage: Callable[[str], str]) -> None:
+    """A damaged line in each format's log (a run of a million characters where a pattern
+    tried every split of it: letters and '_' in fairseq's and Lightning's pairs, spaces after
+    'Step', in a Megatron field or after torchtitan's pairs, digits in nanoGPT's loss, 'a:a' in
+    modded-nanogpt's line, which took exponential time): check and watch (its line-by-line
+    readers, on standard input) answer within the minute as on the log without it (they took
+    minutes to days), and check reads every other record."""
+    lines = (FIXTURES / fixture).read_text().splitlines()
+    at = next(i for i, x in enumerate(lines) if head in x and any(c.isdigit() for c in x))
+
+    def run(command: str) -> subprocess.CompletedProcess[str]:
+        path = tmp_path / fixture
+        path.write_text("\n".join(lines) + "\n")
+        source = str(path) if command == "check" else "-"
+        with path.open() as stdin:
+            return subprocess.run([sys.executable, "-m", "losslens", command, source, "--json"],
+                                  stdin=stdin, capture_output=True, text=True, timeout=60)
+
+    check, watch = run("check"), run("watch")
+    lines.insert(at, damage(lines[at]))
+    damaged_check, damaged_watch = run("check"), run("watch")
+    assert damaged_check.returncode == check.returncode, damaged_check.stderr[-300:]
+    assert damaged_watch.returncode == watch.returncode, damaged_watch.stderr[-300:]
+    count = json.loads(check.stdout)["steps"]["count"]
+    assert json.loads(damaged_check.stdout)["steps"]["count"] in (count, count + 1)

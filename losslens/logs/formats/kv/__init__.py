@@ -17,8 +17,8 @@ from losslens.logs.base import (
     whole,
 )
 from losslens.logs.names import (
-    NUMBER,
     STEP_KEYS,
+    WHOLE_NUMBER,
     canonical,
     is_eval,
     is_setting,
@@ -36,7 +36,7 @@ KV = re.compile(r"(?<![\w/.\-])((?:(?i:full )?(?i:training|train|validation|vali
                 r"(\[[^\]]*\]|[^\s|,;\[\]()=]+)")
 
 
-TOKRATE = re.compile(rf"\(\s*({NUMBER})\s*([KMG]?)tok/s\s*\)")
+TOKRATE = re.compile(rf"\(\s*+({WHOLE_NUMBER})\s*([KMG]?)tok/s\s*\)")  # (`columnar` for polars)
 
 
 TOKRATE_SCALE = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9}

@@ -34,6 +34,7 @@ from losslens.logs.columnar import (
     without_prefixes,
 )
 from losslens.logs.formats.kv import ESPNET_BATCH, ESPNET_RESULTS, KV, TOKRATE
+from losslens.logs.names import columnar
 from losslens.logs.sink import Accounting, Sink, feed_line
 from losslens.logs.source import Source, count_lines, decode_lines
 
@@ -136,7 +137,7 @@ def _template_rows(cells: pl.DataFrame, t: Template, rate_only_there: bool) -> p
         raws.append(raw.alias(f"raw{i}"))
         raws.append(first_reading(raw, t.keys[i], t.units[i], is_list).alias(f"first{i}"))
     if t.rate_cell is not None:
-        raws.append(c[t.rate_cell].str.extract_groups(TOKRATE.pattern).alias("rate"))
+        raws.append(c[t.rate_cell].str.extract_groups(columnar(TOKRATE)).alias("rate"))
         if not rate_only_there:  # a rate elsewhere in some line: the per-line parser decides
             fits += [~c[i].str.contains("tok/s", literal=True) for i in range(t.rate_cell)]
     elif not rate_only_there:
