@@ -177,15 +177,17 @@ def _part_loss(name: str) -> bool:
     return 1 <= len(rest) <= 2 and all(0 < len(t) <= 4 and t not in _STATS for t in rest)
 
 
-NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+# (its digits split only at a '.': '\d+\.?\d*', which matches the same first, split a damaged run of
+# n digits n²/2 ways before a pattern refused what followed: 20,000 digits took 12 s)
+NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 # how programs print a non-finite float: nan, -nan (C's printf), NaN, inf, -inf, Infinity
 NONFINITE = r"[-+]?(?i:nan|inf(?:inity)?)"
 NUMERIC = rf"(?:{NUMBER}|{NONFINITE})"  # a number or a non-finite spelling
-# NUMBER taken whole (possessive digits), for a pattern that may refuse what follows it: NUMBER's
-# '\d+\.?\d*' split a damaged run of 20,000 digits every way first (seconds a line). A shorter
-# number is followed by a digit or a '.', so where nothing after it takes those, no match is lost.
-# (`columnar` of it is NUMBER, for polars)
-WHOLE_NUMBER = r"[-+]?(?:\d++\.?+\d*+|\.\d++)(?:[eE][-+]?\d++)?"
+# NUMBER taken whole (possessive digits), for a pattern that may refuse what follows it: NUMBER
+# gives back a run's digits one by one first (a search from each digit of a run: quadratic). A
+# shorter number is followed by a digit or a '.', so where nothing after it takes those, no match
+# is lost. (`columnar` of it is NUMBER, for polars)
+WHOLE_NUMBER = r"[-+]?(?:\d++(?:\.\d*+)?|\.\d++)(?:[eE][-+]?\d++)?"
 WHOLE_NUMERIC = rf"(?:{WHOLE_NUMBER}|{NONFINITE})"
 _POSSESSIVE = re.compile(r"(?<!\\)([*+?}])\+")
 
@@ -291,7 +293,7 @@ def parse_value(text: str) -> float | list[float] | None:
 # numpy 2's 'np.float64(0.23)', JAX's 'Array(0.5, dtype=float32)' (a dict of such values is
 # what a training loop prints when it forgets .item())
 WRAPPED = re.compile(r"\b(?:tensor|(?:np|numpy)\.(?:float|int|uint)(?:16|32|64|128)?|Array|DeviceArray)"
-                     r"\(\s*([-+]?(?:(?i:nan|inf(?:inity)?)|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?))\s*"
+                     r"\(\s*([-+]?(?:(?i:nan|inf(?:inity)?)|(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?))\s*"
                      r"(?:,[^()]*)?\)")
 
 

@@ -12,7 +12,8 @@ from losslens.logs.names import canonical
 from losslens.logs.sink import INT64, Accounting, Sink
 
 # --- MLflow metric file: "timestamp value step" ------------------------------------------------
-MLFLOW_LINE = re.compile(r"^(\d{10,13}) ([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf|-inf|NaN|Infinity))"
+# (the value's digits split only at a '.', see names.NUMBER)
+MLFLOW_LINE = re.compile(r"^(\d{10,13}) ([-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|nan|inf|-inf|NaN|Infinity))"
                          r"(?: (\d+))?$")
 
 

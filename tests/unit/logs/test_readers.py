@@ -546,12 +546,14 @@ def test_patterns_rewritten_to_read_a_run_once_match_as_before() -> None:
     form, the pattern as it was (no possessive quantifier): STEP_WORD and EPOCH_WORD (three
     '\s*' in a row: 'Step' and 400 spaces took 0.17 s, cubic), Megatron's field (a lazy name
     between two '\s*'), the duration's '\s*'s, modded-nanogpt's line (exponential: 'a:a' 22
-    times took 21 s), the patterns holding a number (NUMBER's '\d+\.?\d*' split a run of digits
-    every way: quadratic), the Python twins of fairseq's and Lightning's pairs, which start a key
+    times took 21 s), NUMBER (its '\d+\.?\d*' split a run of n digits n²/2 ways: 20,000 in a
+    boosting line took 12 s) and the patterns that take a number whole, sb3's table row, the
+    tqdm count, the Python twins of fairseq's and Lightning's pairs, which start a key
     where a word does, and torchtitan's pairs, found reading each run of a key's characters once."""
     import re
 
     from losslens.logs.formats import (
+        boosting,
         cyclegan,
         darknet,
         fairseq,
@@ -559,11 +561,13 @@ def test_patterns_rewritten_to_read_a_run_once_match_as_before() -> None:
         marian,
         megatron,
         nanogpt,
+        sb3,
         torchtitan,
     )
-    from losslens.logs.formats.colon import EPOCH_WORD, NAMED_FIELD, STEP_WORD, WORD_PAIR
-    from losslens.logs.formats.kv import TOKRATE
-    from losslens.logs.names import _DURATION, NUMBER, WHOLE_NUMBER, columnar
+    from losslens.logs.formats.colon import EPOCH_WORD, IS_PAIR, NAMED_FIELD, SPACED, STEP_WORD, WORD_PAIR
+    from losslens.logs.formats.kv import BAR_COUNT, TOKRATE
+    from losslens.logs.formats.mlflow import MLFLOW_LINE
+    from losslens.logs.names import _DURATION, NUMBER, WHOLE_NUMBER, WRAPPED, columnar
 
     def found(p: re.Pattern[str], text: str) -> tuple[object, ...]:
         m = p.match(text)
@@ -594,20 +598,44 @@ def test_patterns_rewritten_to_read_a_run_once_match_as_before() -> None:
         NAMED_FIELD: ["Learning Rate 1.000e-05", "Train loss 2.345"],
         STEP_WORD: ["Iter [  10/1487] step 5", "global step #12 iteration= [ 3 / 9 ]", "Step 100, batch 7/8"],
         EPOCH_WORD: ["Epoch: [ 0/200]", "epoch #3 EPOCH=[2/5]", "Epoch 1 / 10"],
+        SPACED: ["Loss 6.9077e+00 (6.9077e+00)", "  Acc@1   12.5"],
+        IS_PAIR: ["Epoch 0, val loss is 0.0477 and kl is 0.0085", "grpo_loss is -0.0"],
+        boosting.XGB: ["[12]\ttrain-logloss:0.21352\teval-logloss:0.25731"],
+        boosting.XGB_PAIR: ["\ttrain-logloss:0.21352\teval-logloss:0.25731"],
+        boosting.LGB: ["[10]\ttraining's binary_logloss: 0.21\tvalid_1's auc: 0.93"],
+        boosting.CATBOOST: ["0:\tlearn: 0.6518\ttest: 0.6520\tbest: 0.6520 (0)\ttotal: 5ms"],
+        MLFLOW_LINE: ["1701361200123 2.4977 10", "1701361200 nan"],
+        WRAPPED: ["{'loss': tensor(2.31, device='cuda:0'), 'acc': np.float64(0.23)}"],
+        BAR_COUNT: ["\r 33%|###  | 10/30 [00:10<00:10, 1.00it/s, loss=2.31]", "1/2 [34/5 [6"],
     }
+    old_number = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"  # NUMBER as it was
+    assert columnar(re.compile(WHOLE_NUMBER)) == NUMBER
     old_step = re.compile(r"\b(?:global step|step|iteration|iter|update|batch)\s*[#=]?\s*\[?\s*(\d+)"
                           r"(?:\s*/\s*\d+)?\b", re.IGNORECASE)
     old_epoch = re.compile(r"\bepoch\s*[#=:]?\s*\[?\s*(\d+)(?:\s*/\s*\d+)?\b", re.IGNORECASE)
     assert columnar(nanogpt.MODDED) == r"^step:(\d+)/(\d+) ((?:\w+:\S+\s*)+)$"
-    assert columnar(TOKRATE) == r"\(\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([KMG]?)tok/s\s*\)"
+    assert columnar(TOKRATE) == rf"\(\s*({NUMBER})\s*([KMG]?)tok/s\s*\)"
+    olds = {STEP_WORD: old_step, EPOCH_WORD: old_epoch,
+            MLFLOW_LINE: re.compile(r"^(\d{10,13}) ([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf|-inf|NaN|"
+                                    r"Infinity))(?: (\d+))?$"),
+            BAR_COUNT: re.compile(r"(\d+)/(\d+) \[\d"),
+            WRAPPED: re.compile(WRAPPED.pattern.replace(r"\d+(?:\.\d*)?", r"\d+\.?\d*"), WRAPPED.flags)}
     for seed, (new, lines) in enumerate(examples.items()):
-        old = {STEP_WORD: old_step, EPOCH_WORD: old_epoch}.get(new) or re.compile(columnar(new), new.flags)
-        if new not in (STEP_WORD, EPOCH_WORD, nanogpt.MODDED, TOKRATE):
-            as_was = re.compile(new.pattern.replace(WHOLE_NUMBER, NUMBER), new.flags)  # (NUMBER, as it was)
+        kept = re.compile(columnar(new), new.flags)  # (as polars reads it)
+        old = olds.get(new) or re.compile(columnar(new).replace(NUMBER, old_number), new.flags)
+        if new not in olds and new not in (nanogpt.MODDED, TOKRATE):
+            as_was = re.compile(new.pattern.replace(WHOLE_NUMBER, NUMBER), new.flags)  # (whole, or not)
             assert columnar(new) == columnar(as_was)
         assert "++" not in columnar(new) and "*+" not in columnar(new)
         for text in lines + _mutations(lines, 20_000, seed):
-            assert found(new, text) == found(old, text), (new.pattern[:40], text)
+            assert found(new, text) == found(old, text) == found(kept, text), (new.pattern[:40], text)
+
+    old_row = re.compile(r"^\s*\| ( *)(\S[^|]*?)\s*\| (.*?)\s*\|\s*$")
+    lines = ["|    value_loss           | 36.9        |", "| train/                  |             |",
+             "| | x | 1 |", " |  a | b | c |\n"]
+    for text in lines + _mutations(lines, 20_000, 60):
+        was = old_row.match(text)
+        assert sb3.row(text) == (was and was.groups()), text
 
     lines = ["loss:  7.6442  memory: 39.12GiB(41.18%)  tps: 6,581  mfu: 38.55%", "loss: nan (avg) norm: 1"]
     for text in lines + _mutations(lines, 20_000, 50):
@@ -662,6 +690,39 @@ def test_a_line_with_a_long_run_of_one_character_is_read(tmp_path: Path) -> None
                                "json"], capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, (run, proc.stderr[-300:])
         assert json.loads(proc.stdout)["steps"]["count"] == 60
+
+
+def test_every_reader_reads_a_damaged_line_once() -> None:
+    """Every format's sniff and line parser, on its example line with a run of 50,000
+    characters (spaces, tabs, digits, letters, 'a_', 'a:a', 'a: 1 ', '| ') after each of its
+    separators: each answers (an alarm fails the test after a minute; the patterns that tried
+    every split of a run took hours on such a line, quadratic, or longer)."""
+    import re
+    import signal
+
+    from losslens.logs.sink import Sink, feed_line
+
+    def alarm(*_: object) -> None:
+        raise TimeoutError("a reader took over a minute on a damaged line")
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(60)
+    try:
+        for fmt in FORMATS:
+            lines = [x for x in fmt.example.split("\n") if x.strip()]
+            for line in lines:
+                cuts = sorted({m.end() for m in re.finditer(r"[\s:=|,\[(]+", line)}) + [len(line)]
+                for unit in (" ", "\t", "9", "a", "a_", "a:a", "a: 1 ", "| "):
+                    for cut in cuts:
+                        damaged = line[:cut] + unit * (50_000 // len(unit)) + " !" + line[cut:]
+                        fmt.sniff([damaged])
+                        if not fmt.whole_file:
+                            parser = fmt.parser_for(Sink(), damaged)
+                            feed_line(parser, 1, damaged)
+                            parser.finish()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.mark.slow

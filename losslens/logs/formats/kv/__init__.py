@@ -48,7 +48,10 @@ def kv_pairs(line: str) -> list[tuple[str, str]]:
 
 
 # a tqdm bar's count: '450/1000 [02:15<02:45, 3.33it/s, loss=2.31]'
-BAR_COUNT = re.compile(r"(\d+)/(\d+) \[\d")
+# (a count starts where a run of digits does, or where the last match's '[' and digit end: the
+# pattern searched from each digit of a long run, quadratic; a later digit of a run ends it where
+# its first does, and fails where the first does)
+BAR_COUNT = re.compile(r"(?:(?<!\d)|(?<=\[\d))(\d++)/(\d++) \[\d")
 # ESPnet2's reporter: '3epoch:train:501-600batch: iter_time=1.2e-04, loss=34.6, ...' (the batches
 # counted within the epoch), and '3epoch results: [train] loss=33.2, ..., [valid] loss=28.2, ...'
 ESPNET_BATCH = re.compile(r"\b(\d+)epoch:(\w+):\d+-(\d+)batch: ")
