@@ -74,3 +74,11 @@ def test_nan_injection_benchmark_runs_small() -> None:
 def test_startup_benchmark_runs_small() -> None:
     out = _bench("startup.py", "--repeat", "1", "--lines", "300", timeout=300)
     assert "losslens check (300-line log)" in out and "to the gc-matched floor" in out
+
+
+@pytest.mark.slow
+def test_damaged_lines_benchmark_runs_small() -> None:
+    out = _bench("damaged_lines.py", "--chars", "2000", "--pieces", "3", "--cuts", "1", "--limit", "30",
+                 timeout=300)
+    assert "baseline: one str.split of the damaged line" in out and "0 format(s) over 30.0 s" in out
+    assert "megatron" in out and "fairseq" in out
