@@ -80,14 +80,15 @@ def _objects(body: pl.Series, n_keys: pl.Series | None = None) -> pl.DataFrame |
 
 
 def read_objects(body: pl.Series, lineno: pl.Series, sink: Sink, evals: bool = True,
-                 n_keys: pl.Series | None = None, all_keys: pl.Series | None = None
-                 ) -> tuple[np.ndarray, pl.Series]:
+                 n_keys: pl.Series | None = None, all_keys: pl.Series | None = None,
+                 every_key: bool = False) -> tuple[np.ndarray, pl.Series]:
     """JSON object lines (``body``) read column-wise into ``sink`` as ``emit_mapping`` reads each;
     the rows read, and the steps of the train records made. Without ``evals``, rows holding an
     eval metric are left to the per-line parser too. ``n_keys``: how many keys each flat object
     holds, where known; a row with fewer values named a key twice (polars keeps the first value,
     Python the last) and is left to the per-line parser. ``all_keys``: how many '"name":' each
-    line holds, nested ones too (see ``_objects``)."""
+    line holds, nested ones too (see ``_objects``); ``every_key``: a row holding fewer values than
+    that (a key named twice, a null) is left to the per-line parser."""
     read = np.zeros(len(body), dtype=bool)
     nothing = pl.Series("step", [], dtype=pl.Int64)
     df = _objects(body, all_keys) if len(body) else None
@@ -97,6 +98,8 @@ def read_objects(body: pl.Series, lineno: pl.Series, sink: Sink, evals: bool = T
     if n_keys is not None:
         held = df.select(pl.sum_horizontal(pl.all().is_not_null())).to_series()
         unread.append(held != n_keys)
+    if every_key and all_keys is not None:
+        unread.append(_present(df) != all_keys.cast(pl.Int64))
     keys, raws = _leaves(df)
     kept_keys, kept = [], []
     for key, raw in zip(keys, raws, strict=True):
@@ -123,20 +126,20 @@ def read_objects(body: pl.Series, lineno: pl.Series, sink: Sink, evals: bool = T
 
 
 def jsonl_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = None) -> pl.Series:
-    """The object lines of a chunk read column-wise into ``sink``; the rows read."""
-    body = text.str.strip_chars()
+    """The object lines of a chunk read column-wise into ``sink``; the rows read. Which lines are
+    objects, and how many '"name":'s each holds, in one query (polars' cost is per query). A key
+    written twice (two lines glued together: json.loads keeps the last value, polars the first)
+    leaves its row fewer values than names: that row goes line by line (``every_key``)."""
     read = np.zeros(text.len(), dtype=bool)
-    obj = (body.str.starts_with("{") & body.str.ends_with("}") & ~body.str.contains(NONFINITE)
-           & ~body.str.contains(SUMMARY) & ~body.str.contains("\x00", literal=True)).fill_null(False)
+    body = pl.col("body")
+    parts = pl.LazyFrame({"body": text}).with_columns(body.str.strip_chars()).select(
+        body, (body.str.starts_with("{") & body.str.ends_with("}") & ~body.str.contains(NONFINITE)
+               & ~body.str.contains(SUMMARY) & ~body.str.contains("\x00", literal=True)).fill_null(False)
+        .alias("obj"), body.str.count_matches(KEY).alias("keys")).collect()
+    obj = parts["obj"]
     if obj.any():
-        # a key written twice (two lines glued together): json.loads keeps the last value, polars
-        # the first; every name that ends in '":' is taken for a key, so a nested object
-        # reusing a name goes line by line too (never the other way round)
-        keys = body.str.extract_all(KEY)
-        obj = obj & (keys.list.len() == keys.list.n_unique()).fill_null(True)
-    if obj.any():
-        read[obj.arg_true().to_numpy()] = read_objects(body.filter(obj), lineno.filter(obj), sink,
-                                                       all_keys=keys.list.len().filter(obj))[0]
+        read[obj.arg_true().to_numpy()] = read_objects(parts["body"].filter(obj), lineno.filter(obj), sink,
+                                                       all_keys=parts["keys"].filter(obj), every_key=True)[0]
     return pl.Series(read)
 
 

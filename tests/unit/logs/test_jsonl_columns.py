@@ -51,6 +51,11 @@ ODD = [
     '{"step": 21, "loss": -0.5, "grad_norm": "nan", "ppl": "inf%"}',
     '{"step": true, "loss": 0.8}',
     '{"step": 22, "loss": 1.0, "lr": 1e-4, "lost": 3, "loss": 2.0}',  # a key twice: json keeps the last
+    '{"step": 23, "train": {"loss": 1.0, "loss": 2.0}, "acc": 0.5}',  # twice in a nested object
+    '{"step": 24, "eval": {"step": 5, "loss": 1.1}, "loss": 0.7}',  # a nested object reusing names
+    '{"step": 25, "loss": 0.6, "note": "a\\": b", "x": "\\"c\\":"}',  # '":' inside text
+    '{"step": 26, "loss": null, "acc": 0.3}',  # a null loss
+    '{"step": 27, "loss": 0.5}{"step": 28, "loss": 0.4}',  # two lines glued
 ]
 
 
