@@ -158,14 +158,22 @@ def hf_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: Any) -> pl.S
     count is the step of the dicts after it: from the first bar on, the per-line parser reads);
     the parser learns whether the dicts carried their own steps (see ``_HFParser.finish``)."""
     read = np.zeros(text.len(), dtype=bool)
-    if parser.bars or text.str.contains(BAR).any():
+    if parser.bars:
         return pl.Series(read)
-    flat = (text.str.contains(HF_FLAT) & ~text.str.contains(HF_SUMMARY)).fill_null(False)
+    line = pl.col("text")
+    body = line.str.replace_all("'", '"', literal=True)
+    parts = pl.LazyFrame({"text": text}).select(  # (one query: polars' cost is per query)
+        line.str.contains(BAR).any().alias("bar"),
+        (line.str.contains(HF_FLAT) & ~line.str.contains(HF_SUMMARY)).fill_null(False).alias("flat"),
+        body.alias("body"), body.str.count_matches('": ', literal=True).alias("keys"),  # (flat: leaves)
+    ).collect()
+    if parts["bar"].any():
+        return pl.Series(read)
+    flat = parts["flat"]
     if flat.any():
-        body = text.filter(flat).str.replace_all("'", '"', literal=True)
-        keys = body.str.count_matches('": ', literal=True)  # (flat: every key is a leaf)
-        done, steps = read_objects(body, lineno.filter(flat), sink, evals=False, n_keys=keys,
-                                   all_keys=keys)
+        keys = parts["keys"].filter(flat)
+        done, steps = read_objects(parts["body"].filter(flat), lineno.filter(flat), sink, evals=False,
+                                   n_keys=keys, all_keys=keys)
         read[flat.arg_true().to_numpy()] = done
         parser.own_steps |= bool(steps.is_not_null().any())
         parser.stepless |= bool(steps.is_null().any())
