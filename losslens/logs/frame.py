@@ -96,14 +96,17 @@ def _one_rank(train: list[pl.DataFrame], evals: list[pl.DataFrame], acc: Account
                 nan_note = (f"rank {int(first['rank'])} logged a non-finite {', '.join(cols)} at step "
                             f"{first['step']} (line {first['line']}); rank {keep} is the one analysed")
             elsewhere += _nonfinite_by_rank(bad, floats)
-        dropped = dict(sorted((int(ln), int(r)) for p in train + evals if "rank" in p.columns
-                              for ln, r in p.filter(other).select("line", "rank").iter_rows()))
-        reason = f"another rank's record (rank {keep} analysed)"
-        for ln, r in dropped.items():
-            acc.skip(reason, ln, f"(a record of rank {r})")
-        acc.parsed -= len(dropped)
+        # each line of another rank once (a line's highest rank names it), in one query
+        line_rank = (pl.col("line").cast(pl.Int64), pl.col("rank").cast(pl.Int64))
+        dropped = pl.concat([p.filter(other).select(*line_rank) for p in train + evals if "rank" in p.columns]
+                            ).group_by("line").agg(pl.col("rank").max()).sort("line")
+        if dropped.height:
+            first_line, first_rank = dropped.row(0)
+            acc.skip(f"another rank's record (rank {keep} analysed)", first_line,
+                     f"(a record of rank {first_rank})", count=dropped.height)
+        acc.parsed -= dropped.height
         notes.append(f"lines from {len(ranks)} ranks ({', '.join(map(str, ranks))}): rank {keep} "
-                     f"analysed, {len(dropped)} records of the others skipped")
+                     f"analysed, {dropped.height} records of the others skipped")
         if nan_note:
             notes.append(nan_note)
         train = [p.filter(~other) if "rank" in p.columns else p for p in train]

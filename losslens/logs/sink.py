@@ -54,8 +54,9 @@ class Accounting:
     skipped: Counter[str] = field(default_factory=Counter)
     examples: dict[str, tuple[int, str]] = field(default_factory=dict)
 
-    def skip(self, reason: str, lineno: int, text: str) -> None:
-        self.skipped[reason] += 1
+    def skip(self, reason: str, lineno: int, text: str, count: int = 1) -> None:
+        """``count`` lines skipped for ``reason``, the first of them line ``lineno``, ``text``."""
+        self.skipped[reason] += count
         if reason not in self.examples:
             self.examples[reason] = (lineno, mask_secrets(text[:160]))
 
