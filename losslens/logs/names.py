@@ -293,7 +293,7 @@ def parse_value(text: str) -> float | list[float] | None:
 # numpy 2's 'np.float64(0.23)', JAX's 'Array(0.5, dtype=float32)' (a dict of such values is
 # what a training loop prints when it forgets .item())
 WRAPPED = re.compile(r"\b(?:tensor|(?:np|numpy)\.(?:float|int|uint)(?:16|32|64|128)?|Array|DeviceArray)"
-                     r"\(\s*([-+]?(?:(?i:nan|inf(?:inity)?)|(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?))\s*"
+                     rf"\(\s*({NUMERIC})\s*"
                      r"(?:,[^()]*)?\)")
 
 

@@ -56,50 +56,46 @@ def _present(df: pl.DataFrame) -> pl.Series:
     return total
 
 
-def _objects(body: pl.Series, n_keys: pl.Series | None = None) -> pl.DataFrame | None:
-    """The object lines as one frame, or None where polars cannot read them (or reads a
-    different number of rows). Every row's types are inferred (a key first seen late, an int
-    column that turns float), unless ``n_keys`` (how many '"name":' each line holds) shows
-    that the schema of the first SCHEMA_ROWS rows read every key of every row: polars drops a
-    key the schema lacks without a word, and raises where a value does not fit it; a text
-    column may hold what other rows write as numbers or lists, and is inferred from them all."""
+def _objects(body: pl.Series, keys: pl.Series) -> tuple[pl.DataFrame, pl.Series] | None:
+    """The object lines as one frame and the values each row holds (``_present``), or None where
+    polars cannot read them (or reads a different number of rows). Every row's types are
+    inferred (a key first seen late, an int column that turns float), unless ``keys`` (how many
+    '"name":' each line holds) shows that the schema of the first SCHEMA_ROWS rows read every
+    key of every row: polars drops a key the schema lacks without a word, and raises where a
+    value does not fit it; a text column may hold what other rows write as numbers or lists, and
+    is inferred from them all."""
     data = body.str.join("\n").item().encode()
     try:
-        if n_keys is not None and len(body) > SCHEMA_ROWS:
+        if len(body) > SCHEMA_ROWS:
             try:
                 df = pl.read_ndjson(data, infer_schema_length=SCHEMA_ROWS)
             except (pl.exceptions.PolarsError, ValueError, OverflowError):
                 df = None
-            if df is not None and df.height == len(body) and pl.String not in df.schema.values() and \
-                    _present(df).equals(n_keys.cast(pl.Int64), check_names=False):
-                return df
+            if df is not None and df.height == len(body) and pl.String not in df.schema.values():
+                present = _present(df)
+                if present.equals(keys, check_names=False):
+                    return df, present
         df = pl.read_ndjson(data, infer_schema_length=None)
     except (pl.exceptions.PolarsError, ValueError, OverflowError):
         return None
-    return df if df.height == len(body) else None
+    return (df, _present(df)) if df.height == len(body) else None
 
 
-def read_objects(body: pl.Series, lineno: pl.Series, sink: Sink, evals: bool = True,
-                 n_keys: pl.Series | None = None, all_keys: pl.Series | None = None,
-                 every_key: bool = False) -> tuple[np.ndarray, pl.Series]:
+def read_objects(body: pl.Series, lineno: pl.Series, sink: Sink, names: pl.Series, evals: bool = True
+                 ) -> tuple[np.ndarray, pl.Series]:
     """JSON object lines (``body``) read column-wise into ``sink`` as ``emit_mapping`` reads each;
-    the rows read, and the steps of the train records made. Without ``evals``, rows holding an
-    eval metric are left to the per-line parser too. ``n_keys``: how many keys each flat object
-    holds, where known; a row with fewer values named a key twice (polars keeps the first value,
-    Python the last) and is left to the per-line parser. ``all_keys``: how many '"name":' each
-    line holds, nested ones too (see ``_objects``); ``every_key``: a row holding fewer values than
-    that (a key named twice, a null) is left to the per-line parser."""
+    the rows read, and the steps of the train records made. ``names``: how many '"name":' each
+    line holds, nested ones too; a row holding fewer values (a key named twice: polars keeps the
+    first value, Python the last; a null) is left to the per-line parser. Without ``evals``, rows
+    holding an eval metric are left to it too."""
     read = np.zeros(len(body), dtype=bool)
     nothing = pl.Series("step", [], dtype=pl.Int64)
-    df = _objects(body, all_keys) if len(body) else None
-    if df is None:
+    names = names.cast(pl.Int64)
+    read_in = _objects(body, names) if len(body) else None
+    if read_in is None:
         return read, nothing
-    unread: list[pl.Series] = []
-    if n_keys is not None:
-        held = df.select(pl.sum_horizontal(pl.all().is_not_null())).to_series()
-        unread.append(held != n_keys)
-    if every_key and all_keys is not None:
-        unread.append(_present(df) != all_keys.cast(pl.Int64))
+    df, present = read_in
+    unread: list[pl.Series] = [present != names]
     keys, raws = _leaves(df)
     kept_keys, kept = [], []
     for key, raw in zip(keys, raws, strict=True):
@@ -129,7 +125,7 @@ def jsonl_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = 
     """The object lines of a chunk read column-wise into ``sink``; the rows read. Which lines are
     objects, and how many '"name":'s each holds, in one query (polars' cost is per query). A key
     written twice (two lines glued together: json.loads keeps the last value, polars the first)
-    leaves its row fewer values than names: that row goes line by line (``every_key``)."""
+    leaves its row fewer values than names: that row goes line by line (``read_objects``)."""
     read = np.zeros(text.len(), dtype=bool)
     body = pl.col("body")
     parts = pl.LazyFrame({"body": text}).with_columns(body.str.strip_chars()).select(
@@ -139,7 +135,7 @@ def jsonl_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = 
     obj = parts["obj"]
     if obj.any():
         read[obj.arg_true().to_numpy()] = read_objects(parts["body"].filter(obj), lineno.filter(obj), sink,
-                                                       all_keys=parts["keys"].filter(obj), every_key=True)[0]
+                                                       parts["keys"].filter(obj))[0]
     return pl.Series(read)
 
 
@@ -171,9 +167,8 @@ def hf_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: Any) -> pl.S
         return pl.Series(read)
     flat = parts["flat"]
     if flat.any():
-        keys = parts["keys"].filter(flat)
-        done, steps = read_objects(parts["body"].filter(flat), lineno.filter(flat), sink, evals=False,
-                                   n_keys=keys, all_keys=keys)
+        done, steps = read_objects(parts["body"].filter(flat), lineno.filter(flat), sink,
+                                   parts["keys"].filter(flat), evals=False)
         read[flat.arg_true().to_numpy()] = done
         parser.own_steps |= bool(steps.is_not_null().any())
         parser.stepless |= bool(steps.is_null().any())
