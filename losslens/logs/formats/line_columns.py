@@ -6,6 +6,7 @@ lines to that parser). Tests check both paths give the same frame."""
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,7 @@ from losslens.logs.columnar import (
     matched,
     metric_columns,
     number_column,
+    number_expr,
     unit_of,
 )
 from losslens.logs.formats.fairseq import FAIRSEQ_INNER, FAIRSEQ_KV, FAIRSEQ_PIPE, FAIRSEQ_VALID
@@ -146,13 +148,15 @@ def _long_fields(body: pl.Series, sink: Sink) -> dict[str, pl.Series]:
     return _wide(fields, len(body), sink)
 
 
-def _wide(fields: pl.DataFrame, n: int, sink: Sink) -> dict[str, pl.Series]:
+def _wide(fields: pl.DataFrame, n: int, sink: Sink, named: bool = True) -> dict[str, pl.Series]:
     """(row, name, key, value) fields as one column per name over ``n`` rows, the last of a name
-    on a row kept; each name's first key named in ``sink``, as the per-line parsers name them."""
+    on a row kept; each name's first key named in ``sink``, as the per-line parsers name them
+    (unless not ``named``: the caller names them)."""
     reserved = sorted(RESERVED)
     fields = fields.with_columns(pl.col("name").replace(reserved, [unreserved(r) for r in reserved]))
-    for name, key in fields.group_by("name", maintain_order=True).agg(pl.col("key").first()).rows():
-        sink.names.setdefault(name, key)
+    if named:
+        for name, key in fields.group_by("name", maintain_order=True).agg(pl.col("key").first()).rows():
+            sink.names.setdefault(name, key)
     rows = pl.DataFrame({"row": pl.int_range(0, n, eager=True)})
     wide = rows.join(fields.pivot(on="name", index="row", values="value", aggregate_function="last"),
                      on="row", how="left") if fields.height else rows
@@ -188,6 +192,116 @@ def megatron_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object
 
 MODDED_NAMES = {"train_loss": "loss", "val_loss": "eval_loss", "train_time": "train_time_s",
                 "step_avg": "step_avg_s"}
+MODDED_SAMPLE = 500  # rows whose key sequences give a chunk's templates
+MODDED_TEMPLATES = 3
+
+
+def _modded_name(key: str) -> str:
+    return unreserved(MODDED_NAMES.get(key, key))
+
+
+def _modded_templates(body: pl.Series) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """The commonest key sequences of the first rows of ``body`` ('step:N/T k1:v1 k2:v2 …', split
+    at single spaces), each key a word and once in its row, with the unit each value was written
+    with in the first row that has it ('ms')."""
+    counts: Counter[tuple[str, ...]] = Counter()
+    units: dict[tuple[str, ...], tuple[str, ...]] = {}
+    for row in body.head(MODDED_SAMPLE).to_list():
+        pairs = [p.partition(":") for p in row.split(" ")[1:]]
+        keys = tuple(k for k, _, _ in pairs)
+        counts[keys] += 1
+        if keys not in units:
+            units[keys] = tuple(unit_of(v) for _, _, v in pairs)
+    return [(keys, units[keys]) for keys, _ in counts.most_common(MODDED_TEMPLATES)
+            if 0 < len(keys) <= MAX_KEYS and len(set(keys)) == len(keys)
+            and all(_WORD.fullmatch(k) for k in keys)]
+
+
+Named = list[tuple[int, int, str, str]]  # (row, place on it, name, key): where a name is first held
+
+
+def _modded_same(body: pl.Series, sink: Sink, named: Named
+                 ) -> tuple[list[tuple[np.ndarray, dict[str, pl.Series]]], np.ndarray]:
+    """The rows of ``body`` (lines MODDED matched) that hold one of the chunk's commonest key
+    sequences and nothing else (single spaces between the pairs, no other blank, ASCII):
+    read position by position, each template's rows as one group of (the rows, their metric
+    columns); returns the groups and the rows left (for the long form). ``named``: where each
+    name is first held, for naming them in line order."""
+    left = np.ones(len(body), dtype=bool)
+    templates = _modded_templates(body)
+    if not templates:
+        return [], left
+    ok = ~pl.col("b").str.contains(r"[\t\n\x0b\x0c\r]")
+    if not _plain(body):  # (Python's \S and the regex crate's may differ there)
+        ok = ok & ~pl.col("b").str.contains(_UNSURE)
+    frame = body.to_frame("b").with_columns(pl.col("b").str.split(" ").alias("parts"),
+                                            ok.fill_null(False).alias("ok"))
+    groups = []
+    for keys, units in templates:
+        m = len(keys)
+        cut = [pl.col("parts").list.get(j + 1, null_on_oob=True).str.splitn(":", 2) for j in range(m)]
+        fits = [pl.col("ok"), pl.lit(pl.Series(left)), pl.col("parts").list.len() == m + 1]
+        fits += [c.struct.field("field_0") == k for c, k in zip(cut, keys, strict=True)]
+        values = [c.struct.field("field_1") for c in cut]
+        out = frame.lazy().select(pl.all_horizontal(fits).fill_null(False).alias("fit"),
+                                  *(v.alias(f"v{j}") for j, v in enumerate(values)),
+                                  *(number_expr(v, u).alias(f"f{j}")
+                                    for j, (v, u) in enumerate(zip(values, units, strict=True)))
+                                  ).collect()
+        fit = out["fit"].to_numpy()
+        if not fit.any():
+            continue
+        out = out.filter(out["fit"])
+        at = np.flatnonzero(fit)
+        read = [number_column(out[f"v{j}"], first=out[f"f{j}"])[0] for j in range(m)]
+        cols: dict[str, pl.Series] = {}
+        for name in dict.fromkeys(_modded_name(k) for k in keys):
+            places = [j for j, k in enumerate(keys) if _modded_name(k) == name]
+            held = [(int(at[r[0]]), j) for j in places if len(r := read[j].is_not_null().arg_true())]
+            if not held:
+                continue  # (a name no row holds is no column)
+            row, j = min(held)
+            named.append((row, j, name, keys[j]))
+            # the last of the name on a line that reads wins, as the parser's dict
+            cols[name] = pl.select(pl.coalesce([pl.lit(read[j]) for j in reversed(places)])).to_series()
+        groups.append((fit, cols))
+        left &= ~fit
+        if not left.any():
+            break
+    return groups, left
+
+
+def _modded_long(body: pl.Series, sink: Sink, at: np.ndarray, named: Named) -> dict[str, pl.Series]:
+    """The metric columns of ``body``'s rows from the long form of their MODDED_PAIR matches;
+    ``at``: each row's place in the chunk's matched rows (for ``named``)."""
+    parts = pl.DataFrame({"row": pl.int_range(0, len(body), eager=True),
+                          "pair": body.str.replace(r"^step:\d+/\d+ ", "")  # MODDED's group 3
+                          .str.extract_all(MODDED_PAIR.pattern)}).explode("pair")
+    cut = parts["pair"].str.splitn(":", 2)
+    key = cut.struct.field("field_0")
+    name = key.replace_strict(list(MODDED_NAMES), list(MODDED_NAMES.values()), default=key)
+    reserved = sorted(RESERVED)
+    name = name.replace(reserved, [unreserved(r) for r in reserved])
+    value = number_column(cut.struct.field("field_1"))[0]
+    fields = pl.DataFrame({"row": parts["row"], "name": name, "key": key, "value": value}).with_row_index(
+        "at").filter(pl.col("key").is_not_null() & pl.col("value").is_not_null())
+    for name, row, place, k in fields.group_by("name", maintain_order=True).agg(
+            pl.col("row").first(), pl.col("at").first(), pl.col("key").first()).rows():
+        named.append((int(at[row]), place, name, k))  # (a row is read one way only: any order on it)
+    fields = fields.drop("at")
+    return _wide(fields, len(body), sink, named=False)
+
+
+def _gathered(name: str, groups: list[tuple[np.ndarray, dict[str, pl.Series]]], n: int) -> pl.Series:
+    """One column over ``n`` rows from the groups' columns of ``name`` (each group: its rows, its
+    columns)."""
+    held = [(rows, cols[name]) for rows, cols in groups if name in cols]
+    if len(held) == 1 and held[0][0].all():
+        return held[0][1]
+    out = pl.repeat(None, n, dtype=pl.Float64, eager=True).alias(name)
+    for rows, col in held:
+        out = out.scatter(np.flatnonzero(rows), col)
+    return out
 
 
 def modded_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = None) -> pl.Series:
@@ -197,17 +311,19 @@ def modded_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object =
     hit = line.str.contains(columnar(MODDED)).fill_null(False)
     if hit.any():
         body = line.filter(hit)
-        parts = pl.DataFrame({"row": pl.int_range(0, len(body), eager=True),
-                              "pair": body.str.replace(r"^step:\d+/\d+ ", "")  # MODDED's group 3
-                              .str.extract_all(MODDED_PAIR.pattern)}).explode("pair")
-        cut = parts["pair"].str.splitn(":", 2)
-        key = cut.struct.field("field_0")
-        name = key.replace_strict(list(MODDED_NAMES), list(MODDED_NAMES.values()), default=key)
-        fields = pl.DataFrame({"row": parts["row"], "name": name, "key": key,
-                               "value": number_column(cut.struct.field("field_1"))[0]}).filter(
-            pl.col("key").is_not_null() & pl.col("value").is_not_null())
         step = body.str.extract(r"^step:(\d+)/", 1).cast(pl.Int64, strict=False)
-        add_rows(sink, {"step": step, "line": lineno.filter(hit)}, _wide(fields, len(body), sink), None)
+        rows = lineno.filter(hit)
+        named: Named = []
+        groups, left = _modded_same(body, sink, named)
+        if left.any():
+            long = _modded_long(body.filter(pl.Series(left)), sink, np.flatnonzero(left), named)
+            groups.append((left, long))
+        cols: dict[str, pl.Series] = {}
+        for _, _, name, key in sorted(named):  # in line order, as the parser names and adds them
+            sink.names.setdefault(name, key)
+            if name not in cols:
+                cols[name] = _gathered(name, groups, len(body))
+        add_rows(sink, {"step": step, "line": rows}, cols, None)
     done = hit
     old = ~done & line.str.contains(columnar(LLMC)).fill_null(False)
     if old.any():

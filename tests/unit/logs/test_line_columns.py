@@ -228,6 +228,62 @@ def test_modded_nanogpt_with_odd_lines(tmp_path, seed: int) -> None:
     assert_same(path, "modded-nanogpt")
 
 
+MODDED_SHAPES = [  # each a key sequence of its own (the commonest few are read position by position)
+    "step:{i}/5000 val_loss:{x:.4f} train_time:{t}ms step_avg:{a:.2f}ms",
+    "step:{i}/5000 loss:{x:.4f} lr:1e-3", "step:{i}/5000 line:{t} step:{i} train_loss:{x:.4f}",
+    "step:{i}/5000 train_loss:{x:.4f}\ttrain_time:{t}ms", "step:{i}/5000 train_loss:{x:.4f}  train_time:{t}ms",
+    "step:{i}/5000 train_loss:{x:.4f} train_time:{t}ms step_avg:nanms", "step:{i}/5000 tok\u00e9n:{x:.4f} lr:1",
+    "step:{i}/5000 train_loss:{x:.4f} lr:3:4 grad:", "step:{i}/5000 lr:{x:.4f} lr:2.5",
+    "step:{i}/5000 train_loss:{x:.4f} train_time:1,250ms step_avg:5m", "step:{i}/5000 train_loss:{x:.4f} loss:9.5",
+]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_modded_nanogpt_key_sequences(tmp_path, seed: int) -> None:
+    """Lines of several key sequences, in runs and mixed: the commonest sequences of a chunk are
+    read position by position and the rest through the long form, with the per-line parser's
+    frames and names (a name first held by 'loss:' in one sequence and 'train_loss:' in another
+    is named after whichever comes first in the file; reserved keys; a tab, two spaces, text past
+    ASCII, a key twice, values that need the parser)."""
+    rng = random.Random(seed)
+    shapes = rng.sample(MODDED_SHAPES, 4) + [MODDED_SHAPES[0]]
+    lines = [rng.choice(shapes).format(i=i, x=4 - i / 2000, t=i * 391, a=391 + rng.random())
+             for i in range(4000)]
+    sprinkle(lines, MODDED_ODD + [s.format(i=7, x=3.5, t=9, a=1.0) for s in MODDED_SHAPES], 60, rng)
+    path = tmp_path / "modded.log"
+    path.write_text("\n".join(lines) + "\n")
+    assert_same(path, "modded-nanogpt")
+
+
+def test_modded_nanogpt_common_sequences_read_by_position() -> None:
+    """The rows of a chunk's commonest key sequences go position by position, the rest (a tab,
+    two spaces, a key twice, text past ASCII) to the long form."""
+    import polars as pl
+
+    from losslens.logs.formats.line_columns import _modded_same
+    from losslens.logs.sink import Sink
+
+    body = ["step:1/9 val_loss:3.5 train_time:9ms", "step:2/9 train_loss:3.4 train_time:10ms",
+            "step:3/9 train_loss:3.3 train_time:11ms", "step:4/9 train_loss:3.2\ttrain_time:12ms",
+            "step:5/9 train_loss:3.1  train_time:13ms", "step:6/9 train_loss:3.0 train_loss:2.9",
+            "step:7/9 train_loss:2.9 train_time:14m\u00e9", "step:8/9 train_loss:2.8 train_time:15ms"]
+    named: list = []
+    groups, left = _modded_same(pl.Series(body), Sink(), named)
+    assert left.tolist() == [False, False, False, True, True, True, True, False]
+    by_rows = {tuple(rows.nonzero()[0]): cols for rows, cols in groups}
+    assert sorted(by_rows) == [(0,), (1, 2, 7)]
+    assert by_rows[(1, 2, 7)]["loss"].to_list() == [3.4, 3.3, 2.8]
+    assert by_rows[(1, 2, 7)]["train_time_s"].to_list() == [0.01, 0.011, 0.015]
+    assert sorted(named) == [(0, 0, "eval_loss", "val_loss"), (0, 1, "train_time_s", "train_time"),
+                             (1, 0, "loss", "train_loss"), (1, 1, "train_time_s", "train_time")]
+    # two keys of one name on a line: the last that reads wins, the first names it
+    named = []
+    groups, left = _modded_same(pl.Series(["step:1/9 train_loss:3.5 loss:9.5", "step:2/9 train_loss:3.4 loss:x"]),
+                                Sink(), named)
+    assert not left.any() and groups[0][1]["loss"].to_list() == [9.5, 3.4]
+    assert named == [(0, 0, "loss", "train_loss")]
+
+
 HUGE = "99999999999999999999"  # a step past int64: no step on either path (the step before it)
 HUGE_STEPS = {
     "nanogpt": [f"iter {HUGE}: loss 2.5, time 3ms, mfu 1%", f"step {HUGE}: train loss 2.1, val loss 2"],
