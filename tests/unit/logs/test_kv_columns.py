@@ -45,6 +45,9 @@ NOISE = [
     "[2026-05-15 21:30:12] step=89 loss=0.9 acc=0.1 tokens=1.05M wait=3m params=7B",  # magnitudes
     "Step 90/1000: training loss=0.9, validation loss=1.1, full validation loss=1.0",  # OpenAI's events
     "[2026-05-15 21:30:13] step=91 train loss=0.9 val acc=0.5 test acc = 0.4 eval step=3",
+    # a rate before the template's rate cell: the first one is the line's
+    "[2026-05-15 21:30:14] step=92 loss=0.9 acc=0.1 streak=1.2 lr=1e-05 noise=0.1 (5.0tok/s) | tgt=0.68b/s "
+    "dft=0.68b/s (32.1Ktok/s) | q_pre=[1, 2, 3, 4, 5, 6] q_hs=[1] | epoch~0.00 ETA=4.0d",
 ]
 
 

@@ -107,9 +107,10 @@ def read_cells(chunk: bytes, width: int) -> pl.DataFrame | None:
     return df if df.height == expected else None
 
 
-def _template_rows(cells: pl.DataFrame, t: Template, rate_only_there: bool) -> pl.DataFrame:
+def _template_rows(cells: pl.DataFrame, t: Template, no_rate: bool) -> pl.DataFrame:
     """Per row, in one query: does it follow ``t``, the raw value of each key and its first
-    reading as a number or a list (``first{i}``; see ``columnar.metric_columns``)."""
+    reading as a number or a list (``first{i}``; see ``columnar.metric_columns``). ``no_rate``:
+    no line of the chunk holds a 'tok/s' rate."""
     m = len(t.keys)
     c = [pl.col(f"c{i}") for i in range(m + 2)]
     fits = [c[m].is_not_null(), c[m + 1].is_null()]
@@ -117,7 +118,7 @@ def _template_rows(cells: pl.DataFrame, t: Template, rate_only_there: bool) -> p
         # cell i ends with the key, behind the same text as in the template
         fixed = lead.removeprefix("\x00")
         fits.append(c[i].str.ends_with(fixed + key) if lead or i else c[i] == key)
-    raws = []
+    raws, firsts = [], []
     for i, is_list in enumerate(t.lists):
         cell = c[i + 1]
         tail = len(t.lead[i + 1]) + len(t.keys[i + 1]) if i + 1 < m else None
@@ -135,16 +136,18 @@ def _template_rows(cells: pl.DataFrame, t: Template, rate_only_there: bool) -> p
                 fits.append(end.is_null() | (end > 0))
             raw = pl.when(end.is_null()).then(cell).otherwise(cell.str.slice(0, end))
         raws.append(raw.alias(f"raw{i}"))
-        raws.append(first_reading(raw, t.keys[i], t.units[i], is_list).alias(f"first{i}"))
+        # (read from the column in a second stage: polars would cut the raw text twice)
+        firsts.append(first_reading(pl.col(f"raw{i}"), t.keys[i], t.units[i], is_list).alias(f"first{i}"))
     if t.rate_cell is not None:
         raws.append(c[t.rate_cell].str.extract_groups(columnar(TOKRATE)).alias("rate"))
-        if not rate_only_there:  # a rate elsewhere in some line: the per-line parser decides
+        if not no_rate:  # a rate before the rate cell: the per-line parser decides
             fits += [~c[i].str.contains("tok/s", literal=True) for i in range(t.rate_cell)]
-    elif not rate_only_there:
+    elif not no_rate:
         fits += [~c[i].str.contains("tok/s", literal=True) for i in range(m + 1)]
     # the wall time a line starts with, as the per-line parser reads it (base.leading_time)
     raws.append(c[0].str.extract(TIMESTAMP.pattern, 1).alias("stamp"))
-    out = cells.lazy().select(*raws, pl.all_horizontal(fits).fill_null(False).alias("fit")).collect()
+    out = cells.lazy().select(*raws, pl.all_horizontal(fits).fill_null(False).alias("fit")
+                              ).with_columns(*firsts).collect()
     return out.with_columns(times(out["stamp"]).alias("time")).drop("stamp")
 
 
@@ -191,11 +194,11 @@ def parse_chunk(chunk: bytes, first_lineno: int, tpls: list[Template], sink: Sin
     pending = pl.Series(np.ones(n, dtype=bool))
     n_idle = len(sink.idle_lines)
     if cells is not None:
-        n_rate = chunk.count(b"tok/s")
+        # where no line holds a rate, no cell needs looking at for one (a search, not a count:
+        # counting a rate on every line costs more than the cells' checks)
+        nowhere = b"tok/s" not in chunk
         for t in tpls:
-            only = t.rate_cell is not None and n_rate == int(
-                cells[f"c{t.rate_cell}"].str.contains("tok/s", literal=True).sum()) or n_rate == 0
-            rows = _template_rows(cells, t, only)
+            rows = _template_rows(cells, t, nowhere)
             pending = _read_template(rows, t, lineno, sink, pending)
             if not pending.any():
                 break
