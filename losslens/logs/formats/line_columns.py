@@ -94,21 +94,26 @@ def _same_fields(body: pl.Series, sink: Sink) -> dict[str, pl.Series] | None:
     if not all(k.isascii() for k in keys) or len({n for _, n in named}) != len(named):
         return None  # (a name twice: the last value wins; polars' and Python's lower() differ past ASCII)
     parts = pl.col("parts")
-    fits = [parts.list.len() == len(keys)] + [
-        _field_key(parts.list.get(j, null_on_oob=True)) == k for j, k in enumerate(keys)]
-    words = []
-    for j, _ in named:  # one word after the ':'
-        word = parts.list.get(j, null_on_oob=True).str.splitn(":", 2).struct.field("field_1")
-        word = word.str.strip_chars()
-        words.append(pl.when((word.str.len_bytes() > 0) & ~word.str.contains(r"\s")).then(word)
-                     .alias(f"w{j}"))
+    # in stages, as polars computes an expression again wherever a later one holds it: each part
+    # cut at its first ':', then its name and word, then the checks, then a first reading of the
+    # words as numbers (with the unit of the first body's)
+    n = len(keys)
+    cut = [parts.list.get(j, null_on_oob=True).str.splitn(":", 2).alias(f"p{j}") for j in range(n)]
+    split = [pl.col(f"p{j}").struct.field("field_0").str.strip_chars().alias(f"k{j}") for j in range(n)]
+    split += [pl.col(f"p{j}").struct.field("field_1").str.strip_chars().alias(f"w{j}") for j, _ in named]
+    fits = [pl.col("n") == n] + [pl.col(f"k{j}") == k for j, k in enumerate(keys)]
+    words = [pl.when((w.str.len_bytes() > 0) & ~w.str.contains(r"\s")).then(w).alias(f"w{j}")
+             for j, w in ((j, pl.col(f"w{j}")) for j, _ in named)]
+    units = [unit_of(p.partition(":")[2].strip()) for p in first.to_list()]
     out = body.to_frame("body").lazy().with_columns(pl.col("body").str.split("|").alias("parts")).select(
-        pl.all_horizontal(fits).fill_null(False).alias("fit"), *words).collect()
+        parts.list.len().alias("n"), *cut).select("n", *split).select(
+        pl.all_horizontal(fits).fill_null(False).alias("fit"), *words).with_columns(
+        number_expr(pl.col(f"w{j}"), units[j]).alias(f"f{j}") for j, _ in named).collect()
     if not out["fit"].all():
         return None
     cols: dict[str, pl.Series] = {}
     for j, name in named:
-        value = number_column(out[f"w{j}"])[0]
+        value = number_column(out[f"w{j}"], first=out[f"f{j}"])[0]
         if name == "step_time_s":  # (numpy's division: polars' multiplies by the inverse)
             held = value.is_not_null().arg_true()
             value = value.scatter(held, value.gather(held).to_numpy() / 1000.0)
