@@ -18,15 +18,16 @@ TIMESTAMP = re.compile(
 
 # prefixes that whatever captured the log put before the trainer's own text, stripped in sniffing,
 # every per-line reader and watch (one at a time, up to four deep):
+# the wall time a capture's prefix holds: an ISO 8601 / RFC 3339 time or a month-first date
+CAPTURE_TIME = (r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?|"
+                r"\d\d/\d\d/\d{4} \d\d:\d\d:\d\d(?:[.,]\d{1,9})?")
 PREFIXES = (
     re.compile(r"^>+ ?"),  # a log pasted into an issue or a mail as a quote
     # ISO 8601 / RFC 3339 time ('kubectl logs --timestamps', 'docker logs -t', 'ts -s %FT%T',
     # Python logging's asctime, '[2024-05-01 10:00:00]'), or the month-first date of Hugging Face's
     # example scripts ('12/01/2024 10:00:00 - INFO - __main__ - ', datefmt '%m/%d/%Y %H:%M:%S'),
     # then a space, ' - ' or ' | '
-    re.compile(r"^\[?(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?|"
-               r"\d\d/\d\d/\d{4} \d\d:\d\d:\d\d(?:[.,]\d{1,9})?)(?:Z|[+-]\d\d:?\d\d)?\]?"
-               r"(?:\s+-\s+|\s*\|\s*|\s+)"),
+    re.compile(rf"^\[?({CAPTURE_TIME})(?:Z|[+-]\d\d:?\d\d)?\]?(?:\s+-\s+|\s*\|\s*|\s+)"),
     # syslog / journald / `ts`: 'Dec  1 10:00:00 ' (then 'host unit[pid]: ' for journald)
     re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?\s+(?:[\w.-]+ [\w.@-]+\[\d+\]: )?"),
     # Slurm's task label ('srun --label': '0: ', ' 12: ')

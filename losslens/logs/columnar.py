@@ -20,6 +20,7 @@ import numpy as np
 import polars as pl
 
 from losslens.logs.base import (
+    CAPTURE_TIME,
     PREFIXES,
     TIMESTAMP,
     Format,
@@ -349,8 +350,11 @@ def account_chunk(chunk: bytes, text: pl.Series | None, lineno: pl.Series, blank
             acc.skip(reason, ln, line)
 
 
-# the capture prefixes of ``base.PREFIXES`` whole, as the columnar regex engine writes them
-_WHOLE = [f"^(?<all>{p.pattern.removeprefix('^')})" for p in PREFIXES]
+# the capture prefixes of ``base.PREFIXES``, matched whole without their groups (the regex
+# crate's captures cost several times a match); the time a prefix holds is its group 1, which is
+# CAPTURE_TIME's first match in the prefix (its first character, or a '[', is where the group
+# starts, and what may follow the group never starts with a digit, so the greedy match is it)
+_WHOLE = [f"^(?:{p.pattern.removeprefix('^')})" for p in PREFIXES]
 _RANK_MARK = re.compile(rb"\]:")  # (a compiled search skips the many ']' of a log faster than `in`)
 _RANK = r"^(?<all>\s*\[(?:[A-Za-z_]+)?(?<rank>\d+)\]:\s?)"
 
@@ -373,12 +377,13 @@ def _cut_prefixes(text: pl.Series) -> tuple[pl.Series, pl.Series]:
         # (a when/then chain over the patterns nests each earlier one twice: 2^7 evaluations)
         matches = pl.DataFrame({"text": part}).lazy().select(
             pl.col("text").str.len_chars().alias("n"),
-            *(pl.col("text").str.extract_groups(whole).alias(f"g{i}") for i, whole in enumerate(_WHOLE)))
-        lengths = [pl.col(f"g{i}").struct.field("all").str.len_chars() for i in range(len(_WHOLE))]
+            *(pl.col("text").str.extract_all(whole).list.first().alias(f"g{i}")
+              for i, whole in enumerate(_WHOLE)))
+        lengths = [pl.col(f"g{i}").str.len_chars() for i in range(len(_WHOLE))]
         first = pl.coalesce([pl.when(x < pl.col("n")).then(pl.lit(i)) for i, x in enumerate(lengths)])
         cut = pl.coalesce([pl.when(first == i).then(x) for i, x in enumerate(lengths)])
         found = pl.coalesce([pl.lit(None, pl.String), *(
-            pl.when(first == i).then(pl.col(f"g{i}").struct.field("2"))
+            pl.when(first == i).then(pl.col(f"g{i}").str.extract_all(CAPTURE_TIME).list.first())
             for i, p in enumerate(PREFIXES) if p.groups)])
         out = matches.select(cut.alias("cut"), found.alias("found")).collect()
         done = out["cut"].is_not_null()

@@ -190,3 +190,35 @@ def test_capture_times_column_wise_as_line_by_line() -> None:
     assert times(pl.Series(texts)).to_list() == [_iso(t) for t in texts]
     assert _iso("12/01/2024 10:00:00") == datetime(2024, 12, 1, 10, 0)
     assert _iso("13/01/2024 23:59:59") == datetime(2024, 1, 13, 23, 59, 59)
+
+
+PREFIX_PIECES = [
+    "2024-05-01 10:00:00 ", "[2024-05-01 10:00:00,123] ", "2024-05-01T10:00:00.123456789Z ",
+    "2024-05-01T10:00:00+05:30 | ", "2024-05-01 10:00:00.1234567890 ", "2024-05-01 10:00:00,5-0530 - ",
+    "12/01/2024 10:00:00 - ", "13/01/2024 23:59:59,5 ", "[2024-05-01 10:00:00]", "2024-05-01 10:00:00.",
+    "INFO - __main__ - ", "[INFO] ", "INFO:root:", "__main__ - INFO - ", "> ", ">> ", " 12: ",
+    "Dec  1 10:00:00 host unit[42]: ", "I1203 10:00:01.123456 139872 train.py:512] ",
+    "yolox.core.trainer:after_iter:246 - ", "2024-05-01 10:00:00 - INFO - ", "\u00e9 ", "",
+]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_prefixes_cut_column_wise_as_line_by_line(seed: int) -> None:
+    """Each line's capture prefixes cut column-wise (their matches taken whole, the time as the
+    first ISO or month-first time in the prefix, not through the regex's groups) as
+    ``strip_prefixes`` cuts them, line by line: up to four prefixes deep, odd fractions and
+    offsets, lines that are all prefix."""
+    import random
+
+    import polars as pl
+
+    from losslens.logs.columnar import _cut_prefixes, times
+
+    rng = random.Random(seed)
+    lines = ["".join(rng.choice(PREFIX_PIECES) for _ in range(rng.randrange(5)))
+             + rng.choice(["step=1 loss=2", "iter 5: loss 2.0", "", "x", "2024-05-01 10:00:00"])
+             for _ in range(3000)]
+    rest, stamp = _cut_prefixes(pl.Series(lines))
+    expected = [strip_prefixes(x) for x in lines]
+    assert rest.to_list() == [r for r, _ in expected]
+    assert times(stamp).to_list() == [w for _, w in expected]
