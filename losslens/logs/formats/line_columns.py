@@ -170,11 +170,18 @@ def _wide(fields: pl.DataFrame, n: int, sink: Sink, named: bool = True) -> dict[
 
 def megatron_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = None) -> pl.Series:
     """' iteration N/ M | name: value | …' lines and 'validation loss at iteration N | …' ones."""
-    hit, g = matched(text, ITER_HEAD)  # MEGA_ITER, the body taken after the match
+    # MEGA_ITER, the body taken after the match; the match whole, without its groups (the regex
+    # crate's captures cost three times the match): the step is the digits between 'iteration'
+    # and the '/'
+    head = text.str.extract_all(ITER_HEAD).list.first()
+    hit = head.is_not_null()
     if hit.any():
-        body = text.filter(hit).str.slice(g["head"].str.len_chars())
-        add_rows(sink, {"step": g["step"].cast(pl.Int64, strict=False), "line": lineno.filter(hit)},
-                 _fields(body, sink), None)
+        h = pl.col("h")
+        got = pl.DataFrame({"line": text.filter(hit), "h": head.filter(hit)}).select(
+            pl.col("line").str.slice(h.str.len_chars()).alias("body"),
+            h.str.splitn("/", 2).struct.field("field_0").str.strip_chars().str.strip_prefix("iteration")
+            .str.strip_chars().cast(pl.Int64, strict=False).alias("step"))
+        add_rows(sink, {"step": got["step"], "line": lineno.filter(hit)}, _fields(got["body"], sink), None)
     valid = MEGA_VALID.pattern
     rest = ~hit & text.str.contains(_head_of(valid)).fill_null(False)
     if rest.any():
@@ -489,17 +496,22 @@ def fairseq_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object 
     among the pairs, the epoch the head's) and its '| valid | epoch E | name value | …' lines (eval
     records); the epoch summaries and the rest are the per-line parser's."""
     sure = _sure(text)
-    hit, g = matched(sure, f"(?<head>{_INNER_HEAD})")
+    # the head's match whole, without its groups (the regex crate's captures cost twice the match)
+    head = sure.str.extract_all(_INNER_HEAD).list.first()
+    hit = head.is_not_null()
     done = hit.to_numpy().copy()
     if hit.any():
-        n = len(g)
         # the pairs: the rest of the line after the head (FAIRSEQ_INNER's '(.*)$', which costs the
-        # regex crate three times the head's match), at the head's offset (ASCII lines: bytes
-        # are characters)
-        line = sure.filter(hit)
-        rest = line.str.slice(line.str.find(_INNER_HEAD) + g["head"].str.len_chars())
-        step, cols, bad = _fairseq_pairs(rest, sink)
-        cols["epoch"] = g["2"].cast(pl.Float64)  # the head's epoch over any 'epoch=' pair, as the parser
+        # regex crate three times the head's match), from where the head's text first stands
+        # (where the leftmost match starts: ASCII lines, bytes are characters); the epoch, its
+        # group 1, the digits between 'epoch ' and the ':' after them
+        h, line = pl.col("h"), pl.col("line")
+        got = pl.DataFrame({"line": sure.filter(hit), "h": head.filter(hit)}).select(
+            line.str.slice(line.str.find(h, literal=True) + h.str.len_chars()).alias("rest"),
+            h.str.splitn("epoch ", 2).struct.field("field_1").str.splitn(":", 2).struct.field("field_0")
+            .alias("epoch"))
+        step, cols, bad = _fairseq_pairs(got["rest"], sink)
+        cols["epoch"] = got["epoch"].cast(pl.Float64)  # the head's over any 'epoch=' pair, as the parser
         add_rows(sink, {"step": step, "line": lineno.filter(hit), "time": leading_times(text.filter(hit))},
                  cols, bad)
         done = _less(done, bad).to_numpy()

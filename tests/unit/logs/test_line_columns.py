@@ -49,6 +49,9 @@ MEGA_ODD = [
     " validation loss at iteration 20 on valid set | lm loss value: 2.9E+00 | lm loss PPL: 18.1 |",
     "validation loss at iteration 21 | lm loss value: inf | lm loss PPL: inf | ",
     "validation loss at iteration 22 | nothing: 1 |",
+    "  iteration\t23/ 100 | lm loss: 2.5 |", "iteration 24 / 100 | lm loss: 2.5 |",  # odd heads
+    " iteration 25/100| lm loss: 2.5 |", " iteration\u00a026/ 100 | lm loss: 2.5 |",
+    "x iteration 27/ 100 | lm loss: 2 |",
     "--------------------------------------------------------------------",
     " iteration       23/   10000 | lm loss: 2.5 | elapsed time per iteration (ms): 1,5 |",
     "> building train, validation, and test datasets ...",
@@ -65,6 +68,9 @@ FAIRSEQ_ODD = [
     "| train_inner | epoch 001: 9 / 9 loss=[2.5], num_updates=12, gnorm=1.5x",
     "| train_inner | epoch 001: 9 / 9 train_loss=2.5, loss=2.6, num_updates=13, update=14",
     "| train_inner | epoch 001: 9 / 9 ",
+    "| train_inner | epoch 003: 9 / 9 loss=2.5 | train_inner | epoch 004: 1 / 9 loss=2.4, num_updates=15",
+    "| train_inner |  epoch 005:9/9 loss=2.5, num_updates=16",
+    "x | train_inner | epoch 006: 9 / 9   loss=2.5, num_updates=17",
     "2024-05-31 15:45:10 | INFO | fairseq.trainer | begin training epoch 2",
     "2024-05-31 15:47:24 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 9.86 | num_updates 500",
     "| valid | epoch 002 | loss 9.8 | eval_loss 9.9 | num_updates 600",  # one name twice
