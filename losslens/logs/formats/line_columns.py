@@ -557,21 +557,32 @@ def torchtitan_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: obje
     clean = text.str.replace_all(ANSI.pattern, "")
     sure = _sure(clean)
     # TITAN's '(loss:\s*\S+.*)$' read as the rest of the line from 'loss:' (the regex crate's
-    # capture of the tail costs three times the match of its head; ASCII lines: bytes are characters)
-    hit, g = matched(sure, _TITAN_HEAD)
-    line = clean.filter(hit)
-    rest = line.str.slice(sure.filter(hit).str.find(_TITAN_HEAD) + g["head"].str.len_chars())
-    ahead = rest.str.contains(_TITAN_AHEAD)
+    # capture of the tail costs three times the match of its head), the head's match taken whole
+    # without its groups (captures cost twice the match): the rest from where its text first
+    # stands and its first 'loss:' (ASCII lines: bytes are characters), the step the digits
+    # between 'step:' and that
+    match = sure.str.extract_all(_TITAN_HEAD).list.first()
+    hit = match.is_not_null()
+    m, line_ = pl.col("m"), pl.col("line")
+    head = m.str.find("loss:", literal=True)
+    got = pl.DataFrame({"line": clean.filter(hit), "m": match.filter(hit)}).select(
+        "line", line_.str.slice(line_.str.find(m, literal=True) + head).alias("rest"),
+        m.str.slice(5, head - 5).str.strip_chars().cast(pl.Int64, strict=False).alias("step"))
+    ahead = got["rest"].str.contains(_TITAN_AHEAD)
     if ahead.any():  # the look-ahead decides there: the per-line parser's
-        hit, g, rest, line = _less(hit, ahead), g.filter(~ahead), rest.filter(~ahead), line.filter(~ahead)
+        hit, got = _less(hit, ahead), got.filter(~ahead)
     if not hit.any():
         return hit
-    pairs = rest.str.extract_all(_TITAN_PAIR)
+    line = got["line"]
+    pairs = got["rest"].str.extract_all(_TITAN_PAIR)
     _, cols, bad = _same_keys(pairs, _titan_pair, sink) or \
-        _key_columns(_long(pairs, _titan_pair), len(g), sink)
+        _key_columns(_long(pairs, _titan_pair), len(got), sink)
     after = line.str.splitn("] ", 2).struct.field("field_1").fill_null(line)  # as the parser
-    add_rows(sink, {"step": g["2"].cast(pl.Int64, strict=False), "line": lineno.filter(hit),
-                    "time": leading_times(after).fill_null(leading_times(line))}, cols, bad)
+    when = leading_times(after)
+    if when.null_count():  # (the line's own, where what follows a '] ' starts with none)
+        at = when.is_null().arg_true()
+        when = when.scatter(at, leading_times(line.gather(at)))
+    add_rows(sink, {"step": got["step"], "line": lineno.filter(hit), "time": when}, cols, bad)
     return _less(hit, bad)
 
 

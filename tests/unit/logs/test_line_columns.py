@@ -90,6 +90,8 @@ TITAN_ODD = [
     "\x1b[31mstep: 14\x1b[39m  \x1b[32mloss: 2.4\x1b[39m", "step: 15  loss: -  memory: GiB",
     "[titan] 2025-01-08 10:00:01,000 - root - WARNING - Traceback (most recent call last):",
     "2025-13-45 10:00:00 step: 16  loss: 2.3", "[x] 2025-01-08 10:00:02 step: 17  loss: 2.2",
+    "xstep: 18  loss: 2.1", "step:19\tloss: 2.0", "step: 20  loss: 2.0 step: 21  loss: 1.9",  # odd heads
+    "2025-01-08 10:00:03 [x] step: 22  loss: 1.8", "step:  23  loss:2.0  tps: 5",
 ]
 
 
