@@ -212,13 +212,15 @@ def _modded_name(key: str) -> str:
     return unreserved(MODDED_NAMES.get(key, key))
 
 
-def _modded_templates(body: pl.Series) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
-    """The commonest key sequences of the first rows of ``body`` ('step:N/T k1:v1 k2:v2 …', split
-    at single spaces), each key a word and once in its row, with the unit each value was written
-    with in the first row that has it ('ms')."""
+def _modded_templates(lines: pl.Series) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """The commonest key sequences of the MODDED lines among the first of ``lines`` ('step:N/T
+    k1:v1 k2:v2 …', split at single spaces), each key a word and once in its row, with the unit
+    each value was written with in the first row that has it ('ms')."""
     counts: Counter[tuple[str, ...]] = Counter()
     units: dict[tuple[str, ...], tuple[str, ...]] = {}
-    for row in body.head(MODDED_SAMPLE).to_list():
+    for row in lines.head(MODDED_SAMPLE).to_list():
+        if row is None or not MODDED.match(row):
+            continue
         pairs = [p.partition(":") for p in row.split(" ")[1:]]
         keys = tuple(k for k, _, _ in pairs)
         counts[keys] += 1
@@ -232,22 +234,26 @@ def _modded_templates(body: pl.Series) -> list[tuple[tuple[str, ...], tuple[str,
 Named = list[tuple[int, int, str, str]]  # (row, place on it, name, key): where a name is first held
 
 
-def _modded_same(body: pl.Series, sink: Sink, named: Named
-                 ) -> tuple[list[tuple[np.ndarray, dict[str, pl.Series]]], np.ndarray]:
-    """The rows of ``body`` (lines MODDED matched) that hold one of the chunk's commonest key
-    sequences and nothing else (single spaces between the pairs, no other blank, ASCII):
-    read position by position, each template's rows as one group of (the rows, their metric
-    columns); returns the groups and the rows left (for the long form). ``named``: where each
-    name is first held, for naming them in line order."""
-    left = np.ones(len(body), dtype=bool)
-    templates = _modded_templates(body)
+def _modded_same(lines: pl.Series, sink: Sink, named: Named
+                 ) -> tuple[list[tuple[np.ndarray, dict[str, pl.Series]]], np.ndarray, pl.Series]:
+    """The ``lines`` (stripped) that are 'step:N/T' and then one of the chunk's commonest key
+    sequences and nothing else (single spaces between the pairs, no other blank, ASCII: MODDED
+    matches each of them): read position by position, each template's rows as one group of (the
+    rows, their metric columns); returns the groups, the rows left (for MODDED and the long form)
+    and the step of the rows read. ``named``: where each name is first held, for naming them in
+    line order."""
+    left = np.ones(len(lines), dtype=bool)
+    templates = _modded_templates(lines)
     if not templates:
-        return [], left
+        return [], left, pl.repeat(None, len(lines), dtype=pl.Int64, eager=True)
     ok = ~pl.col("b").str.contains(r"[\t\n\x0b\x0c\r]")
-    if not _plain(body):  # (Python's \S and the regex crate's may differ there)
+    if not _plain(lines):  # (Python's \S and the regex crate's may differ there)
         ok = ok & ~pl.col("b").str.contains(_UNSURE)
-    frame = body.to_frame("b").with_columns(pl.col("b").str.split(" ").alias("parts"),
-                                            ok.fill_null(False).alias("ok"))
+    head = pl.col("parts").list.first()
+    frame = lines.to_frame("b").with_columns(pl.col("b").str.split(" ").alias("parts")).with_columns(
+        (ok & head.str.contains(r"^step:\d+/\d+$")).fill_null(False).alias("ok"),
+        head.str.slice(5).str.splitn("/", 2).struct.field("field_0").cast(pl.Int64, strict=False)
+        .alias("step"))
     groups = []
     for keys, units in templates:
         m = len(keys)
@@ -280,7 +286,7 @@ def _modded_same(body: pl.Series, sink: Sink, named: Named
         left &= ~fit
         if not left.any():
             break
-    return groups, left
+    return groups, left, frame["step"]
 
 
 def _modded_long(body: pl.Series, sink: Sink, at: np.ndarray, named: Named) -> dict[str, pl.Series]:
@@ -320,23 +326,28 @@ def modded_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object =
     """modded-nanogpt's 'step:N/T name:value …' lines and llm.c's 's:N trl:X' and
     'step N/T | loss X | norm X | lr X | …' ones (each line stripped, as the parser strips it)."""
     line = text.str.strip_chars()
-    hit = line.str.contains(columnar(MODDED)).fill_null(False)
-    if hit.any():
-        body = line.filter(hit)
-        step = body.str.extract(r"^step:(\d+)/", 1).cast(pl.Int64, strict=False)
-        rows = lineno.filter(hit)
-        named: Named = []
-        groups, left = _modded_same(body, sink, named)
-        if left.any():
-            long = _modded_long(body.filter(pl.Series(left)), sink, np.flatnonzero(left), named)
-            groups.append((left, long))
+    named: Named = []
+    groups, left, step = _modded_same(line, sink, named)
+    hit = ~left
+    if left.any():  # the rest: MODDED's lines, through the long form
+        where = np.flatnonzero(left)
+        rest = line.gather(where)
+        more = rest.str.contains(columnar(MODDED)).fill_null(False)
+        if more.any():
+            at = where[more.to_numpy()]
+            body = rest.filter(more)
+            mask = np.zeros(len(line), dtype=bool)
+            mask[at] = hit[at] = True
+            groups.append((mask, _modded_long(body, sink, at, named)))
+            step = step.scatter(at, body.str.extract(r"^step:(\d+)/", 1).cast(pl.Int64, strict=False))
+    done = pl.Series(hit)
+    if done.any():
         cols: dict[str, pl.Series] = {}
         for _, _, name, key in sorted(named):  # in line order, as the parser names and adds them
             sink.names.setdefault(name, key)
             if name not in cols:
-                cols[name] = _gathered(name, groups, len(body))
-        add_rows(sink, {"step": step, "line": rows}, cols, None)
-    done = hit
+                cols[name] = _gathered(name, groups, len(line)).filter(done)
+        add_rows(sink, {"step": step.filter(done), "line": lineno.filter(done)}, cols, None)
     old = ~done & line.str.contains(columnar(LLMC)).fill_null(False)
     if old.any():
         _, g = matched(line.filter(old), columnar(LLMC))

@@ -281,8 +281,9 @@ def test_modded_nanogpt_common_sequences_read_by_position() -> None:
             "step:5/9 train_loss:3.1  train_time:13ms", "step:6/9 train_loss:3.0 train_loss:2.9",
             "step:7/9 train_loss:2.9 train_time:14m\u00e9", "step:8/9 train_loss:2.8 train_time:15ms"]
     named: list = []
-    groups, left = _modded_same(pl.Series(body), Sink(), named)
+    groups, left, step = _modded_same(pl.Series(body), Sink(), named)
     assert left.tolist() == [False, False, False, True, True, True, True, False]
+    assert step.to_list() == [1, 2, 3, 4, 5, 6, 7, 8]  # (the rows left read it again by MODDED)
     by_rows = {tuple(rows.nonzero()[0]): cols for rows, cols in groups}
     assert sorted(by_rows) == [(0,), (1, 2, 7)]
     assert by_rows[(1, 2, 7)]["loss"].to_list() == [3.4, 3.3, 2.8]
@@ -292,7 +293,7 @@ def test_modded_nanogpt_common_sequences_read_by_position() -> None:
     # two keys of one name on a line: the last that reads wins, the first names it
     named = []
     twice = ["step:1/9 train_loss:3.5 loss:9.5", "step:2/9 train_loss:3.4 loss:x"]
-    groups, left = _modded_same(pl.Series(twice), Sink(), named)
+    groups, left, _ = _modded_same(pl.Series(twice), Sink(), named)
     assert not left.any() and groups[0][1]["loss"].to_list() == [9.5, 3.4]
     assert named == [(0, 0, "loss", "train_loss")]
 
