@@ -678,6 +678,47 @@ def _lightning_lines(seed: int, huge: bool = False) -> list[str]:
     return lines
 
 
+BAR_ODD = [
+    "Epoch 3:  10%|█         | 5/50 [00:01<00:09,  9.50it/s, v_num=0, train_loss=2.1]",
+    "Epoch 3: 10%|| 5/50 [00:01<00:09, 9.50s/it]",
+    "Epoch 3:  10%|█| 5/50 [00:01<00:09,  9.50it/s,loss=1]",
+    "Epoch 3:  10%|█| 5/50 [00:01, 2it/s x, 3it/s, a=1]",
+    "x Epoch 3:  10%|█| 5/50 [00:01<00:09, 9.5it/s, a=[1]]",
+    "Epoch 3:  10%|█| 5/50 [00:01<00:09, 9.5it/s, a=1] tail",
+    "Epoch 3:  10%|█| 5/50 [s/it/s, a=1]",
+    "Epoch 3:  10%|█|  5/50 [it/s]",
+    "Epoch 3:  10%|a|b| 5/50 [it/s]",
+    "Epoch 3:  10%|█| 5/50 [00:01|x, 9.5it/s, a=1]",
+    "Epoch \uff13:  10%|█| 5/50 [it/s]",
+    "Epoch 3:\t10%|█|\t5/50 [it/s, b=2]",
+    "",
+    "Epoch 3:  10%|█| 5/50 [00:01<00:09, 9.5it/sX, 9it/s]",
+    "Epoch 3:  10%|█| 5/50 [00:01<00:09, 9.5it/s, ]",
+    "Epoch 3:  10%|█| 5/50 [00:01<00:09, 9.5it/s,]",
+    "Epoch 3:  10%|█| 5 /50 [it/s]",
+    "Epoch 3:  10%|█| 5/50  [it/s]",
+    "Epoch 3:  10%|█| 5/50 [00:01, 2.0s/it, a=1, b=3it/s, c=2]",
+]
+
+
+def test_lightning_bar_groups_as_the_regex_reads_them() -> None:
+    """A redraw's epoch, step counts and postfix cut with string operations where its shape is
+    plain, through the regex's groups otherwise: the same as LIGHTNING_BAR's groups on odd
+    redraws (text before or after the bar, a ']' or '|' inside, no rate, two rates, 's/it/s')."""
+    import polars as pl
+
+    from losslens.logs.formats.lightning import LIGHTNING_BAR
+    from losslens.logs.formats.line_columns import bar_groups
+
+    rng = random.Random(0)
+    segs = pl.Series([rng.choice(BAR_ODD) for _ in range(3000)] + BAR_ODD + [None])
+    expected = segs.str.extract_groups(LIGHTNING_BAR.pattern).struct.unnest()
+    expected.columns = ["epoch", "done", "total", "postfix"]
+    assert_frame_equal(bar_groups(segs, LIGHTNING_BAR.pattern), expected)
+    plain = segs.str.contains(r"^Epoch \d+:\s*\d+%\|[^|]*\|\s*\d+/\d+ \[[^\]]*\]$").fill_null(False)
+    assert int(plain.sum()) > 1500  # (most take the string operations)
+
+
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("chunk", [1 << 22, 700])
 def test_lightning_bars(tmp_path, chunks_of, seed: int, chunk: int) -> None:
