@@ -22,6 +22,14 @@ def _hf(n: int) -> list[str]:
                  "learning_rate": 1e-4, "epoch": round(i / n, 2)}) for i in range(n)]
 
 
+def _bars(epochs: int) -> list[str]:
+    """Lightning's bar, 100 '\r' redraws a line, the eval loss in the postfix after the first epoch."""
+    return ["\r".join(f"Epoch {e}:  {i}%|██ | {i}/100 [00:01<00:09,  9.50it/s, v_num=0, "
+                      f"train_loss={3 - e / 20 - i / 1000:.3f}"
+                      + (f", val_loss={2 - e / 30:.3f}]" if e else "]")
+                      for i in range(1, 101)) for e in range(epochs)]
+
+
 SOURCES = {
     "jsonl": lambda: synth.jsonl_lines(2500),
     "csv": lambda: _csv(3000),
@@ -34,6 +42,9 @@ SOURCES = {
     "fairseq": lambda: synth.fairseq_lines(1500),
     "torchtitan": lambda: synth.torchtitan_lines(2500),
     "olmo": lambda: synth.olmo_lines(600),
+    "lightning": lambda: _bars(25),
+    "colon": lambda: [f"2025-03-02 10:00:{i % 60:02d},000 - INFO - Step {i}/3000 | loss: {3 - i / 3000:.4f} "
+                      f"| lr: 1.00e-04 | grad norm: {0.8 + i % 7 / 10:.3f}" for i in range(3000)],
 }
 DAMAGE = [b"\r\n", b"\xff\xfe\xc3", b"\x0b", b"\t", b"nan", b"inf", b"-", b"'", b'"', b"{", b"}", b"|",
           b":", b"=", b",", b"[", b"]", b"\n", b" "]
