@@ -153,12 +153,15 @@ def _long_fields(body: pl.Series, sink: Sink) -> dict[str, pl.Series]:
     return _wide(fields, len(body), sink)
 
 
+_RESERVED = sorted(RESERVED)  # a metric named like a frame column ('step', 'line') and its new name
+_UNRESERVED = [unreserved(r) for r in _RESERVED]
+
+
 def _wide(fields: pl.DataFrame, n: int, sink: Sink, named: bool = True) -> dict[str, pl.Series]:
     """(row, name, key, value) fields as one column per name over ``n`` rows, the last of a name
     on a row kept; each name's first key named in ``sink``, as the per-line parsers name them
     (unless not ``named``: the caller names them)."""
-    reserved = sorted(RESERVED)
-    fields = fields.with_columns(pl.col("name").replace(reserved, [unreserved(r) for r in reserved]))
+    fields = fields.with_columns(pl.col("name").replace(_RESERVED, _UNRESERVED))
     if named:
         for name, key in fields.group_by("name", maintain_order=True).agg(pl.col("key").first()).rows():
             sink.names.setdefault(name, key)
@@ -291,15 +294,14 @@ def _modded_same(lines: pl.Series, sink: Sink, named: Named
 
 def _modded_long(body: pl.Series, sink: Sink, at: np.ndarray, named: Named) -> dict[str, pl.Series]:
     """The metric columns of ``body``'s rows from the long form of their MODDED_PAIR matches;
-    ``at``: each row's place in the chunk's matched rows (for ``named``)."""
+    ``at``: each row's place among the chunk's lines (for ``named``)."""
     parts = pl.DataFrame({"row": pl.int_range(0, len(body), eager=True),
                           "pair": body.str.replace(r"^step:\d+/\d+ ", "")  # MODDED's group 3
                           .str.extract_all(MODDED_PAIR.pattern)}).explode("pair")
     cut = parts["pair"].str.splitn(":", 2)
     key = cut.struct.field("field_0")
     name = key.replace_strict(list(MODDED_NAMES), list(MODDED_NAMES.values()), default=key)
-    reserved = sorted(RESERVED)
-    name = name.replace(reserved, [unreserved(r) for r in reserved])
+    name = name.replace(_RESERVED, _UNRESERVED)  # (as _wide names them: ``named`` takes them first)
     value = number_column(cut.struct.field("field_1"))[0]
     fields = pl.DataFrame({"row": parts["row"], "name": name, "key": key, "value": value}).with_row_index(
         "at").filter(pl.col("key").is_not_null() & pl.col("value").is_not_null())
@@ -818,13 +820,15 @@ def colon_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = 
 _PLAIN_BAR = r"^Epoch \d+:\s*\d+%\|[^|]*\|\s*\d+/\d+ \[[^\]]*\]$"
 
 
-def bar_groups(seg: pl.Series, pattern: str) -> pl.DataFrame:
-    """LIGHTNING_BAR's (``pattern``'s) groups in each redraw: epoch, done, total and postfix (null
+def bar_groups(seg: pl.Series) -> pl.DataFrame:
+    """LIGHTNING_BAR's groups in each redraw: epoch, done, total and postfix (null
     where it does not match). A redraw of the plain shape (``_PLAIN_BAR``) is cut with string
     operations instead of the regex's groups (the regex crate's captures cost six times its
     match): 'Epoch E:', the text after the second '|' up to ' [' as 'done/total', and in the
     bracket, its first 'it/s' or 's/it' (where the lazy regex stops), then either its ']' (no
     postfix) or ', ' and the postfix up to it; any other redraw goes through the groups."""
+    from losslens.logs.formats.lightning import LIGHTNING_BAR
+
     f, col = pl.col("s"), pl.col
     # in stages, as polars computes an expression again wherever a later one holds it
     out = seg.to_frame("s").lazy().select(
@@ -848,7 +852,7 @@ def bar_groups(seg: pl.Series, pattern: str) -> pl.DataFrame:
     out = out.select(pl.when(fast).then(pl.col(c)).alias(c) for c in out.columns)
     if not fast.all():
         at = (~fast).arg_true()
-        groups = seg.gather(at).str.extract_groups(pattern).struct.unnest()
+        groups = seg.gather(at).str.extract_groups(LIGHTNING_BAR.pattern).struct.unnest()
         groups.columns = out.columns
         out = pl.concat([out.with_row_index("i").filter(fast),
                          groups.with_columns(at.cast(pl.UInt32).alias("i")).select("i", *out.columns)]
@@ -863,7 +867,7 @@ def lightning_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: Any =
     it), and the one it held is dropped or emitted first. The whole chunk is the parser's when a
     redraw is one it reads otherwise (a number too long, too many pairs) or lines carry a
     capture's or rank's tags (a record takes the tags of the line that ends its step)."""
-    from losslens.logs.formats.lightning import LIGHTNING_BAR, LIGHTNING_PAIR
+    from losslens.logs.formats.lightning import LIGHTNING_PAIR
     from losslens.logs.names import STEP_KEYS, canonical, is_eval
     from losslens.logs.sink import MAX_KEYS
 
@@ -871,7 +875,7 @@ def lightning_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: Any =
     if parser is None or sink.tags is not None:
         return none
     segs = pl.DataFrame({"line": lineno, "seg": text.str.split("\r")}).with_row_index("row").explode("seg")
-    bar = bar_groups(segs["seg"], LIGHTNING_BAR.pattern)
+    bar = bar_groups(segs["seg"])
     segs = pl.concat([segs, bar], how="horizontal").with_row_index("at").filter(
         pl.col("postfix").str.len_bytes() > 0)
     if not segs.height:

@@ -714,7 +714,7 @@ def test_lightning_bar_groups_as_the_regex_reads_them() -> None:
     segs = pl.Series([rng.choice(BAR_ODD) for _ in range(3000)] + BAR_ODD + [None])
     expected = segs.str.extract_groups(LIGHTNING_BAR.pattern).struct.unnest()
     expected.columns = ["epoch", "done", "total", "postfix"]
-    assert_frame_equal(bar_groups(segs, LIGHTNING_BAR.pattern), expected)
+    assert_frame_equal(bar_groups(segs), expected)
     plain = segs.str.contains(r"^Epoch \d+:\s*\d+%\|[^|]*\|\s*\d+/\d+ \[[^\]]*\]$").fill_null(False)
     assert int(plain.sum()) > 1500  # (most take the string operations)
 
