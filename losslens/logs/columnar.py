@@ -364,6 +364,53 @@ def prefix_times(text: pl.Series) -> pl.Series:
     return times(_cut_prefixes(text)[1])
 
 
+def _each_prefix(part: pl.Series) -> pl.DataFrame:
+    """Per line, the length of the first prefix pattern's match short of the whole line ("cut",
+    null where none matches) and the time that prefix holds ("found"): each pattern's match once,
+    then the first that cuts something short of the whole line (a when/then chain over the
+    patterns nests each earlier one twice: 2^7 evaluations)."""
+    matches = pl.DataFrame({"text": part}).lazy().select(
+        pl.col("text").str.len_chars().alias("n"),
+        *(pl.col("text").str.extract_all(whole).list.first().alias(f"g{i}")
+          for i, whole in enumerate(_WHOLE)))
+    lengths = [pl.col(f"g{i}").str.len_chars() for i in range(len(_WHOLE))]
+    first = pl.coalesce([pl.when(x < pl.col("n")).then(pl.lit(i)) for i, x in enumerate(lengths)])
+    cut = pl.coalesce([pl.when(first == i).then(x) for i, x in enumerate(lengths)])
+    found = pl.coalesce([pl.lit(None, pl.String), *(
+        pl.when(first == i).then(pl.col(f"g{i}").str.extract_all(CAPTURE_TIME).list.first())
+        for i, p in enumerate(PREFIXES) if p.groups)])
+    return matches.select(cut.alias("cut"), found.alias("found")).collect()
+
+
+# the prefix patterns as one alternation, whose match is the first pattern's that matches at all
+# (the regex crate, as Python, tries alternatives in order): ``_each_prefix``'s cut wherever it
+# is short of the whole line; that pattern is the one holding a time exactly where its match is
+# one of that pattern's whole (an earlier pattern's match never is, and a later one's would make
+# that pattern match the line)
+_ANY = "^(?:" + "|".join(f"(?:{p.pattern.removeprefix('^')})" for p in PREFIXES) + ")"
+_TIMED = [f"^(?:{p.pattern.removeprefix('^')})$" for p in PREFIXES if p.groups]
+
+
+def _prefix_cuts(part: pl.Series) -> pl.DataFrame:
+    """``_each_prefix`` through one match of ``_ANY`` a line; the lines it matches whole (where
+    ``strip_prefixes`` tries the next pattern) through ``_each_prefix`` (with today's patterns
+    no line matched whole by one is cut by a later one, but a new pattern could make one)."""
+    t, a, n = pl.col("text"), pl.col("a"), pl.col("n")
+    short = a.str.len_chars() < n
+    out = part.to_frame("text").lazy().select(
+        t.str.len_chars().alias("n"), t.str.extract_all(_ANY).list.first().alias("a")).select(
+        pl.when(short).then(a.str.len_chars()).alias("cut"),
+        pl.when(short & pl.any_horizontal(a.str.contains(x) for x in _TIMED))
+        .then(a.str.extract_all(CAPTURE_TIME).list.first()).alias("found"),
+        (a.str.len_chars() == n).fill_null(False).alias("whole")).collect()
+    whole = out.drop_in_place("whole")
+    if whole.any():
+        at = whole.arg_true()
+        each = _each_prefix(part.gather(at))
+        out = out.with_columns(out["cut"].scatter(at, each["cut"]), out["found"].scatter(at, each["found"]))
+    return out
+
+
 def _cut_prefixes(text: pl.Series) -> tuple[pl.Series, pl.Series]:
     """``base.strip_prefixes`` over a column: each line without the prefixes a capture put before
     it (the first pattern that matches, again, up to four deep, never the whole line), and the
@@ -372,20 +419,8 @@ def _cut_prefixes(text: pl.Series) -> tuple[pl.Series, pl.Series]:
     stamp = pl.Series(values=[None] * len(rest), dtype=pl.String)
     rows = np.arange(len(rest))  # the rows a prefix was cut from in the last round
     for _ in range(4):
-        part = rest.gather(rows)
-        # each pattern's match once, then the first that cuts something short of the whole line
-        # (a when/then chain over the patterns nests each earlier one twice: 2^7 evaluations)
-        matches = pl.DataFrame({"text": part}).lazy().select(
-            pl.col("text").str.len_chars().alias("n"),
-            *(pl.col("text").str.extract_all(whole).list.first().alias(f"g{i}")
-              for i, whole in enumerate(_WHOLE)))
-        lengths = [pl.col(f"g{i}").str.len_chars() for i in range(len(_WHOLE))]
-        first = pl.coalesce([pl.when(x < pl.col("n")).then(pl.lit(i)) for i, x in enumerate(lengths)])
-        cut = pl.coalesce([pl.when(first == i).then(x) for i, x in enumerate(lengths)])
-        found = pl.coalesce([pl.lit(None, pl.String), *(
-            pl.when(first == i).then(pl.col(f"g{i}").str.extract_all(CAPTURE_TIME).list.first())
-            for i, p in enumerate(PREFIXES) if p.groups)])
-        out = matches.select(cut.alias("cut"), found.alias("found")).collect()
+        part = rest if len(rows) == len(rest) else rest.gather(rows)
+        out = _prefix_cuts(part)
         done = out["cut"].is_not_null()
         if not done.any():
             break

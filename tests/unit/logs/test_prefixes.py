@@ -199,6 +199,7 @@ PREFIX_PIECES = [
     "INFO - __main__ - ", "[INFO] ", "INFO:root:", "__main__ - INFO - ", "> ", ">> ", " 12: ",
     "Dec  1 10:00:00 host unit[42]: ", "I1203 10:00:01.123456 139872 train.py:512] ",
     "yolox.core.trainer:after_iter:246 - ", "2024-05-01 10:00:00 - INFO - ", "\u00e9 ", "",
+    "I1203 10:00:01.123456 139872 2024-05-01T10:00:00.py:512] ",  # a time inside a timeless prefix
 ]
 
 
@@ -218,6 +219,8 @@ def test_prefixes_cut_column_wise_as_line_by_line(seed: int) -> None:
     lines = ["".join(rng.choice(PREFIX_PIECES) for _ in range(rng.randrange(5)))
              + rng.choice(["step=1 loss=2", "iter 5: loss 2.0", "", "x", "2024-05-01 10:00:00"])
              for _ in range(3000)]
+    lines += ["> ", "2024-05-01 10:00:00 ", "[2024-05-01 10:00:00] ", "INFO ", " 12: ",  # all prefix
+              "Dec  1 10:00:00 "]
     rest, stamp = _cut_prefixes(pl.Series(lines))
     expected = [strip_prefixes(x) for x in lines]
     assert rest.to_list() == [r for r, _ in expected]
