@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from importlib import import_module
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import polars as pl
@@ -350,10 +350,10 @@ def account_chunk(chunk: bytes, text: pl.Series | None, lineno: pl.Series, blank
             acc.skip(reason, ln, line)
 
 
-# the capture prefixes of ``base.PREFIXES``, matched whole without their groups (the regex
-# crate's captures cost several times a match); the time a prefix holds is its group 1, which is
-# CAPTURE_TIME's first match in the prefix (its first character, or a '[', is where the group
-# starts, and what may follow the group never starts with a digit, so the greedy match is it)
+# the capture prefixes of ``base.PREFIXES``, matched whole (``match_whole``); the time a prefix
+# holds is its group 1, which is CAPTURE_TIME's first match in the prefix (its first character,
+# or a '[', is where the group starts, and what may follow the group never starts with a digit,
+# so the greedy match is it)
 _WHOLE = [f"^(?:{p.pattern.removeprefix('^')})" for p in PREFIXES]
 _RANK_MARK = re.compile(rb"\]:")  # (a compiled search skips the many ']' of a log faster than `in`)
 _RANK = r"^(?<all>\s*\[(?:[A-Za-z_]+)?(?<rank>\d+)\]:\s?)"
@@ -371,13 +371,12 @@ def _each_prefix(part: pl.Series) -> pl.DataFrame:
     patterns nests each earlier one twice: 2^7 evaluations)."""
     matches = pl.DataFrame({"text": part}).lazy().select(
         pl.col("text").str.len_chars().alias("n"),
-        *(pl.col("text").str.extract_all(whole).list.first().alias(f"g{i}")
-          for i, whole in enumerate(_WHOLE)))
+        *(match_whole(pl.col("text"), whole).alias(f"g{i}") for i, whole in enumerate(_WHOLE)))
     lengths = [pl.col(f"g{i}").str.len_chars() for i in range(len(_WHOLE))]
     first = pl.coalesce([pl.when(x < pl.col("n")).then(pl.lit(i)) for i, x in enumerate(lengths)])
     cut = pl.coalesce([pl.when(first == i).then(x) for i, x in enumerate(lengths)])
     found = pl.coalesce([pl.lit(None, pl.String), *(
-        pl.when(first == i).then(pl.col(f"g{i}").str.extract_all(CAPTURE_TIME).list.first())
+        pl.when(first == i).then(match_whole(pl.col(f"g{i}"), CAPTURE_TIME))
         for i, p in enumerate(PREFIXES) if p.groups)])
     return matches.select(cut.alias("cut"), found.alias("found")).collect()
 
@@ -387,22 +386,23 @@ def _each_prefix(part: pl.Series) -> pl.DataFrame:
 # is short of the whole line; that pattern is the one holding a time exactly where its match is
 # one of that pattern's whole (an earlier pattern's match never is, and a later one's would make
 # that pattern match the line)
-_ANY = "^(?:" + "|".join(f"(?:{p.pattern.removeprefix('^')})" for p in PREFIXES) + ")"
-_TIMED = [f"^(?:{p.pattern.removeprefix('^')})$" for p in PREFIXES if p.groups]
+_ANY = "^(?:" + "|".join(w.removeprefix("^") for w in _WHOLE) + ")"
+_TIMED = [w + "$" for w, p in zip(_WHOLE, PREFIXES, strict=True) if p.groups]
 
 
 def _prefix_cuts(part: pl.Series) -> pl.DataFrame:
     """``_each_prefix`` through one match of ``_ANY`` a line; the lines it matches whole (where
     ``strip_prefixes`` tries the next pattern) through ``_each_prefix`` (with today's patterns
     no line matched whole by one is cut by a later one, but a new pattern could make one)."""
-    t, a, n = pl.col("text"), pl.col("a"), pl.col("n")
-    short = a.str.len_chars() < n
+    t, a, n, m = pl.col("text"), pl.col("a"), pl.col("n"), pl.col("m")
+    short = m < n
     out = part.to_frame("text").lazy().select(
-        t.str.len_chars().alias("n"), t.str.extract_all(_ANY).list.first().alias("a")).select(
-        pl.when(short).then(a.str.len_chars()).alias("cut"),
+        t.str.len_chars().alias("n"), match_whole(t, _ANY).alias("a")).with_columns(
+        a.str.len_chars().alias("m")).select(  # (in stages: the match's length is read three times)
+        pl.when(short).then(m).alias("cut"),
         pl.when(short & pl.any_horizontal(a.str.contains(x) for x in _TIMED))
-        .then(a.str.extract_all(CAPTURE_TIME).list.first()).alias("found"),
-        (a.str.len_chars() == n).fill_null(False).alias("whole")).collect()
+        .then(match_whole(a, CAPTURE_TIME)).alias("found"),
+        (m == n).fill_null(False).alias("whole")).collect()
     whole = out.drop_in_place("whole")
     if whole.any():
         at = whole.arg_true()
@@ -571,6 +571,17 @@ def read_chunk(chunk: bytes, first: int, sink: Sink, acc: Accounting, parser: Li
     account_chunk(data, as_filed, lineno, blank, ~done, n_idle, sink, acc, parser,
                   ranked_feed(sink, strip))
     sink.tags = None
+
+
+Text = TypeVar("Text", pl.Series, pl.Expr)
+
+
+def match_whole(text: Text, pattern: str) -> Text:
+    """``pattern``'s first match in each text, whole (null where none). The regex crate's
+    captures (``extract_groups``, ``matched``) cost two to six times a match, so where a
+    pattern's groups can be cut from its match with string operations, the match is taken whole
+    and cut (each such cut tested equal to the groups)."""
+    return text.str.extract_all(pattern).list.first()
 
 
 def matched(text: pl.Series, pattern: str) -> tuple[pl.Series, pl.DataFrame]:

@@ -20,6 +20,7 @@ from losslens.logs.columnar import (
     first_reading,
     leading_times,
     local_times,
+    match_whole,
     matched,
     metric_columns,
     number_column,
@@ -173,10 +174,9 @@ def _wide(fields: pl.DataFrame, n: int, sink: Sink, named: bool = True) -> dict[
 
 def megatron_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = None) -> pl.Series:
     """' iteration N/ M | name: value | …' lines and 'validation loss at iteration N | …' ones."""
-    # MEGA_ITER, the body taken after the match; the match whole, without its groups (the regex
-    # crate's captures cost three times the match): the step is the digits between 'iteration'
-    # and the '/'
-    head = text.str.extract_all(ITER_HEAD).list.first()
+    # MEGA_ITER, the body taken after the match, matched whole: the step is the digits between
+    # 'iteration' and the '/'
+    head = match_whole(text, ITER_HEAD)
     hit = head.is_not_null()
     if hit.any():
         h = pl.col("h")
@@ -509,8 +509,7 @@ def fairseq_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object 
     among the pairs, the epoch the head's) and its '| valid | epoch E | name value | …' lines (eval
     records); the epoch summaries and the rest are the per-line parser's."""
     sure = _sure(text)
-    # the head's match whole, without its groups (the regex crate's captures cost twice the match)
-    head = sure.str.extract_all(_INNER_HEAD).list.first()
+    head = match_whole(sure, _INNER_HEAD)
     hit = head.is_not_null()
     done = hit.to_numpy().copy()
     if hit.any():
@@ -570,11 +569,10 @@ def torchtitan_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: obje
     clean = text.str.replace_all(ANSI.pattern, "")
     sure = _sure(clean)
     # TITAN's '(loss:\s*\S+.*)$' read as the rest of the line from 'loss:' (the regex crate's
-    # capture of the tail costs three times the match of its head), the head's match taken whole
-    # without its groups (captures cost twice the match): the rest from where its text first
-    # stands and its first 'loss:' (ASCII lines: bytes are characters), the step the digits
-    # between 'step:' and that
-    match = sure.str.extract_all(_TITAN_HEAD).list.first()
+    # capture of the tail costs three times the match of its head), the head matched whole: the
+    # rest from where its text first stands and its first 'loss:' (ASCII lines: bytes are
+    # characters), the step the digits between 'step:' and that
+    match = match_whole(sure, _TITAN_HEAD)
     hit = match.is_not_null()
     m, line_ = pl.col("m"), pl.col("line")
     head = m.str.find("loss:", literal=True)
