@@ -180,6 +180,31 @@ def test_the_command_line_makes_collections_rare_and_the_library_does_not() -> N
     assert proc.stdout.strip() == "(700, 10, 10) (100000, 20, 10)"
 
 
+def test_the_command_line_ends_without_teardown_once_its_exit_code_is_known(tmp_path) -> None:
+    """After a command's exit code, the atexit handlers run (those registered later first), the
+    output is flushed whole and the process ends with that code, without freeing each object (a
+    module global's __del__ does not run); an exit that is not a code takes the ordinary way."""
+    code = ("import atexit, sys, losslens.__main__ as m\n"
+            "class Torn:\n    def __del__(self): print('torn down', flush=True)\n"
+            "keep = Torn()\n"
+            "atexit.register(lambda: print('handler ran'))\n"
+            "sys.argv = ['losslens', *sys.argv[1:]]\nm.main()\n")
+    nan = str(FIXTURES / "nanogpt_nan.log")
+    proc = subprocess.run([sys.executable, "-c", code, "check", "--output-format", "json", SEED, nan],
+                          cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert proc.returncode == 1, proc.stderr[-300:]
+    *reports, last = proc.stdout.strip().splitlines()
+    assert [json.loads(r)["source"] for r in reports] == [SEED, nan] and last == "handler ran"
+    for args, rc in ((["check", "nope.log"], 2), (["--version"], 0)):
+        proc = subprocess.run([sys.executable, "-c", code, *args], cwd=tmp_path, capture_output=True,
+                              text=True, check=False)
+        assert (proc.returncode, proc.stdout.splitlines()[-1]) == (rc, "handler ran")
+    stop = code.replace("m.main()", "sys.exit('stopped')")
+    proc = subprocess.run([sys.executable, "-c", stop], capture_output=True, text=True, check=False)
+    assert (proc.returncode, proc.stdout.split(), proc.stderr) == (1, ["handler", "ran", "torn", "down"],
+                                                                    "stopped\n")
+
+
 def test_readme_config_reference_matches_code() -> None:
     from losslens.config import reference
 
