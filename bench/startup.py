@@ -52,6 +52,13 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=5000)
     args = ap.parse_args()
     log = dflash_log(args.lines).resolve()
+    # losslens's modules compiled to bytecode first, as pip does on install: a checkout run with
+    # PYTHONDONTWRITEBYTECODE would compile each changed module from source at every start
+    import compileall
+
+    import losslens
+
+    compileall.compile_dir(Path(losslens.__file__).parent, quiet=1)
     exe = shutil.which("losslens")
     check = [exe, "check", str(log)] if exe else [sys.executable, "-m", "losslens", "check", str(log)]
     runs = {

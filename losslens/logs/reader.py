@@ -114,7 +114,9 @@ def strips(fmt: Format, lines: list[str], limit: int = SNIFF_LINES,
 
 
 def _rank_behind(line: str) -> bool:
-    return RANK_PREFIX.match(line) is None and RANK_PREFIX.match(strip_prefixes(line)[0]) is not None
+    # (a rank prefix ends in ']:', and what the capture's prefixes leave is the line's own end)
+    return "]:" in line and RANK_PREFIX.match(line) is None and \
+        RANK_PREFIX.match(strip_prefixes(line)[0]) is not None
 
 
 def whole_document(path: str) -> bool:

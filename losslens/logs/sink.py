@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from losslens.logs.names import (
     unreserved,
     unwrapped,
 )
+from losslens.logs.regex import lazy
 
 Value = float | list[float]
 MAX_KEYS = 4096  # a record with more fields is skipped: one 3 MB line of 200k keys took 24 GB
@@ -32,7 +32,7 @@ COMPACT_AT = 50_000  # per-line readers turn their records into a frame every th
 
 
 # what a quoted log line must not show: bearer tokens, key=value secrets, well-known token shapes
-SECRETS = re.compile(
+SECRETS = lazy(
     r"(?i)(\bbearer\s+|(?<![A-Za-z])(?:authorization|api[_-]?key|access[_-]?key|secret|token|password"
     r"|passwd)['\"]?\s*[:=]\s*['\"]?(?:bearer\s+|basic\s+)?)([^\s'\",;]+)"
     r"|\b(?:hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16}"

@@ -42,6 +42,7 @@ from losslens.logs.names import (
     parse_number,
     unit_scale,
 )
+from losslens.logs.regex import lazy
 from losslens.logs.sink import Sink, TooWide, Value
 
 # units written after a space ('iter time: 123.45 ms', 'Peak mem 5.6 GB'): a closed list, so that
@@ -53,7 +54,7 @@ SPACED_UNITS = r"(?:ms|s|secs?|seconds|min|h|GB|GiB|MB|MiB|%)(?![\w:/.])"
 # or two words (not quoted: JSON and Python dicts have their own readers); after the number no
 # letter, digit or ':digit' (a clock '0:05:12'); torchtune's 'Loss: 1.55:' ends in a colon; the
 # number taken whole (see names.WHOLE_NUMBER: the look-ahead would refuse a shorter one)
-PAIR = re.compile(
+PAIR = lazy(
     rf"(?<![\w/.\-@'\"])([^\W\d][\w/.\-@]*(?: [^\W\d][\w/.\-@]*)?)(?:\s*\([^()]{{1,12}}\))?"
     rf"(?:\s*[:：]\s*| = )"
     rf"({NONFINITE}(?![A-Za-z])|\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|{WHOLE_NUMBER})(?:\s*/\s*\d+)?"
@@ -61,12 +62,12 @@ PAIR = re.compile(
     rf"(?![\w.]|:\d)", re.IGNORECASE)
 # a qualifier in parentheses after the key ('Test Loss (MSE): 0.67', DeepSpeed's 'iter time (s):
 # 0.512'): a unit there is the value's unit; any other is left out of the name
-QUALIFIER = re.compile(r"\(([^()]{1,12})\)\s*(?:[:：]|=)")
+QUALIFIER = lazy(r"\(([^()]{1,12})\)\s*(?:[:：]|=)")
 # a rate written as a number, a space and its unit, with no key: 'step 100 | loss 2.31 | 12,345 tok/s',
 # OpenNMT's '3456/4567 tok/s' (source/target), '1234.5 samples/s', '0.52 s/it' (tqdm's own '1.50s/it',
 # no space, is a bar's, not read here)
 # (possessive: a damaged line's 5,000-digit '…/…' must not backtrack through every split of its digits)
-RATE = re.compile(r"(?<![\w.:/=,\-])(\d{1,3}(?:,\d{3})++(?:\.\d++)?|\d++(?:\.\d++)?)(?:/\d++(?:\.\d++)?)?+ "
+RATE = lazy(r"(?<![\w.:/=,\-])(\d{1,3}(?:,\d{3})++(?:\.\d++)?|\d++(?:\.\d++)?)(?:/\d++(?:\.\d++)?)?+ "
                   r"(tok/s|tokens/s|tok/sec|tokens/sec|words/s|wps|samples/s|samples/sec|img/s|images/s|s/it)"
                   r"(?![\w/])")
 RATE_NAMES = {"tok/s": "tok/s", "tokens/s": "tok/s", "tok/sec": "tok/s", "tokens/sec": "tok/s",
@@ -79,25 +80,25 @@ def _may_rate(line: str) -> bool:
 # 'Step 100', 'iter 5/1000', 'Iter [  10/1487]', 'Epoch: [ 0/200]', 'Epoch [2/5]'
 # (each run of spaces read once: the spaces around an optional '#'/'=' and '[' were three '\s*' in a
 # row, which tried every split of a run: 'Step' and 400 spaces took 0.17 s, 3,000 minutes)
-STEP_WORD = re.compile(r"\b(?:global step|step|iteration|iter|update|batch)\s*+(?:[#=]\s*+)?(?:\[\s*+)?(\d++)"
+STEP_WORD = lazy(r"\b(?:global step|step|iteration|iter|update|batch)\s*+(?:[#=]\s*+)?(?:\[\s*+)?(\d++)"
                        r"(?:\s*+/\s*+\d++)?\b", re.IGNORECASE)
 # '[1,  2000] loss: 2.211' (PyTorch's CIFAR-10 tutorial), '[1/10, 100/600] Loss = 0.23': [epoch, step]
-EPOCH_STEP = re.compile(r"^\s*\[\s*(\d+)(?:\s*/\s*\d+)?\s*,\s*(\d+)(?:\s*/\s*\d+)?\s*\]")
-EPOCH_WORD = re.compile(r"\bepoch\s*+(?:[#=:]\s*+)?(?:\[\s*+)?(\d++)(?:\s*+/\s*+\d++)?\b", re.IGNORECASE)
+EPOCH_STEP = lazy(r"^\s*\[\s*(\d+)(?:\s*/\s*\d+)?\s*,\s*(\d+)(?:\s*/\s*\d+)?\s*\]")
+EPOCH_WORD = lazy(r"\bepoch\s*+(?:[#=:]\s*+)?(?:\[\s*+)?(\d++)(?:\s*+/\s*+\d++)?\b", re.IGNORECASE)
 # 'EPOCH [BATCH/LEN]' heads: timm ('Train: 3 [ 50/1251 (4%)]'), torchvision/DeiT/MAE's
 # MetricLogger ('Epoch: [3]  [ 50/1251]'), pytorch/examples' ProgressMeter ('Epoch: [3][ 50/1251]')
 # (after a '[12:22:25.163846] ' or logging prefix; LAVIS/BLIP print 'Train: data epoch: [0]  [..]')
-TRAIN_HEAD = re.compile(
+TRAIN_HEAD = lazy(
     r"(?:^|[\s\]])(?:Train: (\d+) |(?:Train: data )?[Ee]poch: \[(\d+)\]\s*)\[\s*(\d+)/(\d+)\]?")
 # mmengine (mmdet, mmseg, mmpretrain): 'Epoch(train)  [3][ 50/1833]' (1-based epochs) or
 # 'Iter(train) [ 50/90000]'; '(val)'/'(test)' heads are evaluation
-MM_HEAD = re.compile(r"\b(?:Epoch\((train|val|test)\)\s*\[(\d+)\]\[\s*(\d+)/(\d+)\]"
+MM_HEAD = lazy(r"\b(?:Epoch\((train|val|test)\)\s*\[(\d+)\]\[\s*(\d+)/(\d+)\]"
                      r"|Iter\((train|val|test)\)\s*\[\s*(\d+)/(\d+)\])")
 # mmcv 1.x's text logger (mmdet 2, mmocr 0.x): 'Epoch [1][100/62598]\tlr: ...' (1-based epochs)
-MMCV_HEAD = re.compile(r"\bEpoch \[(\d+)\]\[\s*(\d+)/(\d+)\]")
-TEST_HEAD = re.compile(r"(?:^|[\s\]])(?:Test:|Eval: data epoch: \[\d+\])\s+\[\s*\d+/\d+\]")
+MMCV_HEAD = lazy(r"\bEpoch \[(\d+)\]\[\s*(\d+)/(\d+)\]")
+TEST_HEAD = lazy(r"(?:^|[\s\]])(?:Test:|Eval: data epoch: \[\d+\])\s+\[\s*\d+/\d+\]")
 # ProgressMeter's tab-separated 'Loss 6.9077e+00 (6.9077e+00)' fields (no colon)
-SPACED = re.compile(rf"^\s*([A-Za-z][\w@/.\-]*)\s+({NONFINITE}(?![A-Za-z])|{NUMBER})\b")
+SPACED = lazy(rf"^\s*([A-Za-z][\w@/.\-]*)\s+({NONFINITE}(?![A-Za-z])|{NUMBER})\b")
 # bare 'word number' fields, for printers with no ':' or '=' ('step 10 | loss 1.4021 | lr 1e-4',
 # 'step 10: loss 1.4021, tok/s 30512'): a field is whole 'key value' pairs and nothing else; two
 # spaces part fields ('step 10  loss 1.4'), unless a number follows them: then they pad it
@@ -108,46 +109,46 @@ SPACED = re.compile(rf"^\s*([A-Za-z][\w@/.\-]*)\s+({NONFINITE}(?![A-Za-z])|{NUMB
 # thousand spaces in a row took minutes. A cut starts at a run's first space (or at a
 # separator): a run holding a tab; else '|', ',' or ';' after the run; ' - '; a run of two or
 # more before no number; a digit's ': '.
-FIELD_CUT = re.compile(
+FIELD_CUT = lazy(
     r"(?:(?<!\s)|(?!\s))(?:[^\S\t]*+\t\s*+(?:[|,;]|(?<!\t)-(?=\s)|)|[^\S\t]*+[|,;]"
     r"|[^\S\t]++(?:(?<=\s)-(?=\s)|(?<=\s\s)(?![-+]?\.?\d))|(?<=\d):(?=\s))\s*+")
 # (a key starts where no key character stands before it, and is taken whole: a damaged line's
 # run of a million letters is scanned once, not once from each of its letters)
-WORD_PAIR = re.compile(rf"(?<![\w/.\-@])([A-Za-z_][\w/.\-@]*+)\s+({NONFINITE}(?![A-Za-z])|{WHOLE_NUMBER})"
+WORD_PAIR = lazy(rf"(?<![\w/.\-@])([A-Za-z_][\w/.\-@]*+)\s+({NONFINITE}(?![A-Za-z])|{WHOLE_NUMBER})"
                        rf"([A-Za-z%]+)?(?=\s|$)", re.IGNORECASE)
 # a field of two or three words and a number: 'Train loss 2.345', 'Learning Rate 1.000e-05'
-NAMED_FIELD = re.compile(rf"^([A-Za-z_][\w/.\-@]*(?: [A-Za-z_][\w/.\-@]*){{1,2}})\s+"
+NAMED_FIELD = lazy(rf"^([A-Za-z_][\w/.\-@]*(?: [A-Za-z_][\w/.\-@]*){{1,2}})\s+"
                          rf"({NONFINITE}(?![A-Za-z])|{WHOLE_NUMBER})([A-Za-z%]+)?$", re.IGNORECASE)
 # (not a sentence's 'val loss is 0.05': the 'key is value' pairs below read those)
 LINK_WORDS = frozenset({"is", "was", "are", "were", "of", "to", "at", "in", "on", "for", "by", "with",
                         "from"})
 # 'key is value' in a sentence's fields, for printers that write prose: 'Epoch 0, Step 25, avg loss
 # so far is 0.1097', 'grpo_loss is -0.0 and kl is 0.0085', 'Epoch 0, val loss is 0.0477'
-IS_PAIR = re.compile(rf"(?:^|[,;|]\s*|\band\s+)([A-Za-z_][\w/.\-@]*(?:\s+[A-Za-z_][\w/.\-@]*){{0,4}})"
+IS_PAIR = lazy(rf"(?:^|[,;|]\s*|\band\s+)([A-Za-z_][\w/.\-@]*(?:\s+[A-Za-z_][\w/.\-@]*){{0,4}})"
                      rf"\s+is\s+({NONFINITE}(?![A-Za-z])|{NUMBER})(?!\w|\.\d)", re.IGNORECASE)
 FILLER = frozenset({"the", "a", "an", "so", "far", "now", "current", "currently", "this", "my", "our", "of"})
-EVAL_HEAD = re.compile(r"\[Eval batch=\d+/\d+\]")
-TORCHTUNE = re.compile(r"^\s*(\d+)\|(\d+)\|Loss: ")
-WORD = re.compile(r"[A-Za-z]{2,}")
-KERAS_END = re.compile(r"^\s*(\d+)/\1 (?:\[=+\]|━+)")
+EVAL_HEAD = lazy(r"\[Eval batch=\d+/\d+\]")
+TORCHTUNE = lazy(r"^\s*(\d+)\|(\d+)\|Loss: ")
+WORD = lazy(r"[A-Za-z]{2,}")
+KERAS_END = lazy(r"^\s*(\d+)/\1 (?:\[=+\]|━+)")
 # a 'key: word' pair ('l : total loss'): a legend that names what the keys mean
-WORD_VALUED = re.compile(r"(?<![\w/.\-@'\"])[A-Za-z_][\w/.\-@]*\s*:\s*[A-Za-z]{2,}")
+WORD_VALUED = lazy(r"(?<![\w/.\-@'\"])[A-Za-z_][\w/.\-@]*\s*:\s*[A-Za-z]{2,}")
 
 
 EVAL_PROGRESS = {"eta_s", "step_time_s", "data_time", "data", "memory", "max_mem", "epoch"}
 _PHASES = r"(?:validation|valid|val|evaluation|eval|testing|test)"
-PHASE_WORD = re.compile(rf"\b{_PHASES}\b", re.IGNORECASE)
+PHASE_WORD = lazy(rf"\b{_PHASES}\b", re.IGNORECASE)
 # a message that opens with its phase: 'Validation - Loss: 0.2009, F1: 0.99', '[val] epoch:3
 # miou:0.6', 'Test | loss 0.3', 'Eval: loss: 0.41', Flax's 'eval epoch: 3, loss: 0.05, accuracy: 98.3'
 # PyTorch Ignite's 'Validation Results - Epoch: 1  Avg accuracy: 0.93 Avg loss: 0.24' (not 'Val loss:
 # 0.3': that key says it itself)
-EVAL_LEAD = re.compile(
+EVAL_LEAD = lazy(
     rf"^\s*(?:\[\s*{_PHASES}\s*\]|{_PHASES}(?:\s+(?:results|metrics|summary|set))?\s*"
     rf"(?:-\s|\||:(?=\s*[A-Za-z_][\w ]{{0,30}}[:=]))"
     rf"|{_PHASES}\s+(?:epoch|step|iter|iteration|batch|round)\b)", re.IGNORECASE)
 # a head that opens an evaluation ('***** Evaluating perplexity, Epoch 1/3 *****', DeepSpeed-Chat): the
 # lines after it are the evaluation's, at the last train step
-EVAL_OPENS = re.compile(r"\b(?:evaluat|validat)(?:ing|ion)\b|\btesting\b", re.IGNORECASE)
+EVAL_OPENS = lazy(r"\b(?:evaluat|validat)(?:ing|ion)\b|\btesting\b", re.IGNORECASE)
 
 
 def eval_lead(line: str) -> bool:
@@ -462,7 +463,7 @@ def _is_colon_record(line: str) -> bool:
 # type's repr): never single-line records in a template
 NOT_SIMPLE = ("[Eval", "Averaged stats:", "|Loss: ", "(train)", "(val)", "(test)", "Epoch [", "Test:",
               "Eval: ", "poch: [", "Train: ", "\x1b", "\x08", "\r", *WRAPPER_MARKS)
-DIGITS = re.compile(r"\d+")  # (line_columns.colon_rows groups lines by what is left)
+DIGITS = lazy(r"\d+")  # (line_columns.colon_rows groups lines by what is left)
 _META = frozenset("\\.+*?()|[]{}^$#&-~")
 
 
