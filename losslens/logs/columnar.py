@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from importlib import import_module
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import numpy as np
 import polars as pl
@@ -45,6 +45,10 @@ from losslens.logs.source import Source, count_lines, decode_lines
 GROUPED = r"^[-+]?[0-9][0-9,]*(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?$"  # digits with commas, nothing else
 CLOCK = r"^(?:(?<d>\d+) (?i:days?), )?(?<h>\d+):(?<m>\d\d):(?<s>\d\d(?:\.\d+)?)$"
 LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ%/()"
+# the engine the readers' own multi-stage queries are collected by: polars' streaming engine runs
+# their string expressions over the chunk's rows on its threads (1M DFlash lines: 1.76-1.79 s ->
+# 1.63-1.71 s, the same CPU time; the same rows in the same order as the in-memory engine)
+ENGINE: Final = "streaming"
 
 
 def with_units(raw: pl.Series) -> pl.Series:
@@ -378,7 +382,7 @@ def _each_prefix(part: pl.Series) -> pl.DataFrame:
     found = pl.coalesce([pl.lit(None, pl.String), *(
         pl.when(first == i).then(match_whole(pl.col(f"g{i}"), CAPTURE_TIME))
         for i, p in enumerate(PREFIXES) if p.groups)])
-    return matches.select(cut.alias("cut"), found.alias("found")).collect()
+    return matches.select(cut.alias("cut"), found.alias("found")).collect(engine=ENGINE)
 
 
 # the prefix patterns as one alternation, whose match is the first pattern's that matches at all
@@ -402,7 +406,7 @@ def _prefix_cuts(part: pl.Series) -> pl.DataFrame:
         pl.when(short).then(m).alias("cut"),
         pl.when(short & pl.any_horizontal(a.str.contains(x) for x in _TIMED))
         .then(match_whole(a, CAPTURE_TIME)).alias("found"),
-        (m == n).fill_null(False).alias("whole")).collect()
+        (m == n).fill_null(False).alias("whole")).collect(engine=ENGINE)
     whole = out.drop_in_place("whole")
     if whole.any():
         at = whole.arg_true()

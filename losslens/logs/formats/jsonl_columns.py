@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from losslens.logs.columnar import (
+    ENGINE,
     add_rows,
     any_of,
     metric_columns,
@@ -131,7 +132,7 @@ def jsonl_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = 
     parts = pl.LazyFrame({"body": text}).with_columns(body.str.strip_chars()).select(
         body, (body.str.starts_with("{") & body.str.ends_with("}") & ~body.str.contains(NONFINITE)
                & ~body.str.contains(SUMMARY) & ~body.str.contains("\x00", literal=True)).fill_null(False)
-        .alias("obj"), body.str.count_matches(KEY).alias("keys")).collect()
+        .alias("obj"), body.str.count_matches(KEY).alias("keys")).collect(engine=ENGINE)
     obj = parts["obj"]
     if obj.any():
         read[obj.arg_true().to_numpy()] = read_objects(parts["body"].filter(obj), lineno.filter(obj), sink,
@@ -162,7 +163,7 @@ def hf_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: Any) -> pl.S
         line.str.contains(BAR).any().alias("bar"),
         (line.str.contains(HF_FLAT) & ~line.str.contains(HF_SUMMARY)).fill_null(False).alias("flat"),
         body.alias("body"), body.str.count_matches('": ', literal=True).alias("keys"),  # (flat: leaves)
-    ).collect()
+    ).collect(engine=ENGINE)
     if parts["bar"].any():
         return pl.Series(read)
     flat = parts["flat"]

@@ -15,6 +15,7 @@ import polars as pl
 
 from losslens.logs.base import ANSI
 from losslens.logs.columnar import (
+    ENGINE,
     add_rows,
     any_of,
     first_reading,
@@ -109,7 +110,7 @@ def _same_fields(body: pl.Series, sink: Sink) -> dict[str, pl.Series] | None:
     out = body.to_frame("body").lazy().with_columns(pl.col("body").str.split("|").alias("parts")).select(
         parts.list.len().alias("n"), *cut).select("n", *split).select(
         pl.all_horizontal(fits).fill_null(False).alias("fit"), *words).with_columns(
-        number_expr(pl.col(f"w{j}"), units[j]).alias(f"f{j}") for j, _ in named).collect()
+        number_expr(pl.col(f"w{j}"), units[j]).alias(f"f{j}") for j, _ in named).collect(engine=ENGINE)
     if not out["fit"].all():
         return None
     cols: dict[str, pl.Series] = {}
@@ -268,7 +269,7 @@ def _modded_same(lines: pl.Series, sink: Sink, named: Named
                                   *(v.alias(f"v{j}") for j, v in enumerate(values)),
                                   *(number_expr(v, u).alias(f"f{j}")
                                     for j, (v, u) in enumerate(zip(values, units, strict=True)))
-                                  ).collect()
+                                  ).collect(engine=ENGINE)
         fit = out["fit"].to_numpy()
         if not fit.any():
             continue
@@ -496,7 +497,7 @@ def _same_keys(pairs: pl.Series, split: Split, sink: Sink
     ).select(pl.all_horizontal(fits).fill_null(False).alias("fit"),
              *(e for j, key in enumerate(keys)
                for e in (pl.col(f"v{j}"), first_reading(pl.col(f"v{j}"), key, units[j]).alias(f"first{j}")))
-             ).collect()
+             ).collect(engine=ENGINE)
     if not out["fit"].all():
         return None
     step, cols, unread = metric_columns(sink, keys, [out[f"v{j}"] for j in range(n)], ordered=False,
@@ -845,7 +846,7 @@ def bar_groups(seg: pl.Series) -> pl.DataFrame:
         .fill_null(False).alias("plain"), "epoch",
         col("count").struct.field("field_0").alias("done"),
         col("count").struct.field("field_1").alias("total"),
-        pl.when(col("tail") != "").then(col("tail").str.slice(2)).alias("postfix")).collect()
+        pl.when(col("tail") != "").then(col("tail").str.slice(2)).alias("postfix")).collect(engine=ENGINE)
     fast = out.drop_in_place("plain")
     out = out.select(pl.when(fast).then(pl.col(c)).alias(c) for c in out.columns)
     if not fast.all():

@@ -21,6 +21,7 @@ import polars as pl
 
 from losslens.logs.base import TIMESTAMP, Format, LineParser, finish_fed
 from losslens.logs.columnar import (
+    ENGINE,
     account_chunk,
     add_rows,
     any_of,
@@ -147,7 +148,7 @@ def _template_rows(cells: pl.DataFrame, t: Template, no_rate: bool) -> pl.DataFr
     # the wall time a line starts with, as the per-line parser reads it (base.leading_time)
     raws.append(c[0].str.extract(TIMESTAMP.pattern, 1).alias("stamp"))
     out = cells.lazy().select(*raws, pl.all_horizontal(fits).fill_null(False).alias("fit")
-                              ).with_columns(*firsts).collect()
+                              ).with_columns(*firsts).collect(engine=ENGINE)
     return out.with_columns(times(out["stamp"]).alias("time")).drop("stamp")
 
 
