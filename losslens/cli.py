@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from losslens import __version__
@@ -26,8 +25,9 @@ if TYPE_CHECKING:
 app = typer.Typer(add_completion=True, no_args_is_help=True, rich_markup_mode=None,
                   context_settings={"help_option_names": ["-h", "--help"]},
                   help="Read training logs and say, with evidence, when the run is sick.")
-out = Console(soft_wrap=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# (no emoji codes: a log named 'run:fire:.log' is printed as it is named)
+out = Console(soft_wrap=False, emoji=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 # choices shown by --help; the names are kept here so that --help loads no reader (a test checks
 # them against the registries)
@@ -685,6 +685,8 @@ def _scan_progress(run: Options) -> Any:
 @app.command()
 def formats() -> None:
     """List the log formats losslens reads, with one example line each."""
+    from rich.table import Table
+
     from losslens.logs.registry import FORMATS
 
     table = Table(show_lines=False)
@@ -702,6 +704,8 @@ def detectors(
                                           "and defaults (settable under [detectors.KIND]).")] = False,
 ) -> None:
     """List the detectors (finding kinds) that analyze and check run."""
+    from rich.table import Table
+
     from losslens.detectors import REGISTRY
 
     if not REGISTRY:

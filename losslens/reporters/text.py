@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from losslens.findings import Finding, Report, Severity
@@ -87,6 +86,8 @@ def analyze_view(report: Report, log: LogData, width: int = 100, show_all: bool 
     head = Text.assemble(
         (report.source, "bold"), f" — format {report.format}; {_n(lines['total'])} lines: ",
         f"{_n(lines['parsed'])} parsed, {_n(lines['skipped'])} skipped, {_n(lines['blank'])} blank")
+    from rich.table import Table  # (a one-line check needs no table: its import kept off it)
+
     read = Table(show_header=False, box=None, pad_edge=False)
     read.add_column(style="dim")
     read.add_column()
@@ -173,6 +174,8 @@ def findings_table(report: Report, show_all: bool = False) -> RenderableType:
     """The findings as a table, worst first (floods grouped unless ``show_all``)."""
     if not report.findings:
         return Text("no findings", style="green")
+    from rich.table import Table
+
     table = Table(title=f"{len(report.findings)} finding(s)", title_justify="left")
     for col in ("severity", "kind", "metric", "steps", "summary"):
         table.add_column(col, overflow="fold")
@@ -209,6 +212,8 @@ def check_lines(report: Report, show_all: bool = False) -> list[str]:
 
 def summary_table(rows: list[tuple[str, int | None, Severity | None, str]]) -> RenderableType:
     """check over many logs: one row per log, worst first."""
+    from rich.table import Table
+
     table = Table(title=f"{len(rows)} logs", title_justify="left")
     for col in ("log", "findings", "worst", "result"):
         table.add_column(col, overflow="fold")

@@ -180,6 +180,18 @@ def test_the_command_line_makes_collections_rare_and_the_library_does_not() -> N
     assert proc.stdout.strip() == "(700, 10, 10) (100000, 20, 10)"
 
 
+def test_a_log_name_with_an_emoji_code_is_printed_as_it_is_named(tmp_path) -> None:
+    """rich's consoles would print ':fire:' in a log's name as 🔥: names are shown as they are."""
+    log = tmp_path / "run:fire:.log"
+    log.write_bytes((FIXTURES / "nanogpt_nan.log").read_bytes())
+    check = runner.invoke(app, ["check", str(log)])
+    assert check.exit_code == 1
+    assert check.stderr.startswith(f"{log}: 1 finding(s), worst error; 41 records; FAIL")
+    assert "🔥" not in check.output
+    analyze = runner.invoke(app, ["analyze", str(log)])
+    assert str(log) in analyze.stdout and "🔥" not in analyze.stdout
+
+
 def test_the_command_line_ends_without_teardown_once_its_exit_code_is_known(tmp_path) -> None:
     """After a command's exit code, the atexit handlers run (those registered later first), the
     output is flushed whole and the process ends with that code, without freeing each object (a
