@@ -68,8 +68,8 @@ QUALIFIER = lazy(r"\(([^()]{1,12})\)\s*(?:[:：]|=)")
 # no space, is a bar's, not read here)
 # (possessive: a damaged line's 5,000-digit '…/…' must not backtrack through every split of its digits)
 RATE = lazy(r"(?<![\w.:/=,\-])(\d{1,3}(?:,\d{3})++(?:\.\d++)?|\d++(?:\.\d++)?)(?:/\d++(?:\.\d++)?)?+ "
-                  r"(tok/s|tokens/s|tok/sec|tokens/sec|words/s|wps|samples/s|samples/sec|img/s|images/s|s/it)"
-                  r"(?![\w/])")
+            r"(tok/s|tokens/s|tok/sec|tokens/sec|words/s|wps|samples/s|samples/sec|img/s|images/s|s/it)"
+            r"(?![\w/])")
 RATE_NAMES = {"tok/s": "tok/s", "tokens/s": "tok/s", "tok/sec": "tok/s", "tokens/sec": "tok/s",
               "words/s": "tok/s", "wps": "tok/s", "samples/s": "samples/sec", "samples/sec": "samples/sec",
               "img/s": "samples/sec", "images/s": "samples/sec", "s/it": "iter_time"}
@@ -81,7 +81,7 @@ def _may_rate(line: str) -> bool:
 # (each run of spaces read once: the spaces around an optional '#'/'=' and '[' were three '\s*' in a
 # row, which tried every split of a run: 'Step' and 400 spaces took 0.17 s, 3,000 minutes)
 STEP_WORD = lazy(r"\b(?:global step|step|iteration|iter|update|batch)\s*+(?:[#=]\s*+)?(?:\[\s*+)?(\d++)"
-                       r"(?:\s*+/\s*+\d++)?\b", re.IGNORECASE)
+                 r"(?:\s*+/\s*+\d++)?\b", re.IGNORECASE)
 # '[1,  2000] loss: 2.211' (PyTorch's CIFAR-10 tutorial), '[1/10, 100/600] Loss = 0.23': [epoch, step]
 EPOCH_STEP = lazy(r"^\s*\[\s*(\d+)(?:\s*/\s*\d+)?\s*,\s*(\d+)(?:\s*/\s*\d+)?\s*\]")
 EPOCH_WORD = lazy(r"\bepoch\s*+(?:[#=:]\s*+)?(?:\[\s*+)?(\d++)(?:\s*+/\s*+\d++)?\b", re.IGNORECASE)
@@ -93,7 +93,7 @@ TRAIN_HEAD = lazy(
 # mmengine (mmdet, mmseg, mmpretrain): 'Epoch(train)  [3][ 50/1833]' (1-based epochs) or
 # 'Iter(train) [ 50/90000]'; '(val)'/'(test)' heads are evaluation
 MM_HEAD = lazy(r"\b(?:Epoch\((train|val|test)\)\s*\[(\d+)\]\[\s*(\d+)/(\d+)\]"
-                     r"|Iter\((train|val|test)\)\s*\[\s*(\d+)/(\d+)\])")
+               r"|Iter\((train|val|test)\)\s*\[\s*(\d+)/(\d+)\])")
 # mmcv 1.x's text logger (mmdet 2, mmocr 0.x): 'Epoch [1][100/62598]\tlr: ...' (1-based epochs)
 MMCV_HEAD = lazy(r"\bEpoch \[(\d+)\]\[\s*(\d+)/(\d+)\]")
 TEST_HEAD = lazy(r"(?:^|[\s\]])(?:Test:|Eval: data epoch: \[\d+\])\s+\[\s*\d+/\d+\]")
@@ -115,17 +115,17 @@ FIELD_CUT = lazy(
 # (a key starts where no key character stands before it, and is taken whole: a damaged line's
 # run of a million letters is scanned once, not once from each of its letters)
 WORD_PAIR = lazy(rf"(?<![\w/.\-@])([A-Za-z_][\w/.\-@]*+)\s+({NONFINITE}(?![A-Za-z])|{WHOLE_NUMBER})"
-                       rf"([A-Za-z%]+)?(?=\s|$)", re.IGNORECASE)
+                 rf"([A-Za-z%]+)?(?=\s|$)", re.IGNORECASE)
 # a field of two or three words and a number: 'Train loss 2.345', 'Learning Rate 1.000e-05'
 NAMED_FIELD = lazy(rf"^([A-Za-z_][\w/.\-@]*(?: [A-Za-z_][\w/.\-@]*){{1,2}})\s+"
-                         rf"({NONFINITE}(?![A-Za-z])|{WHOLE_NUMBER})([A-Za-z%]+)?$", re.IGNORECASE)
+                   rf"({NONFINITE}(?![A-Za-z])|{WHOLE_NUMBER})([A-Za-z%]+)?$", re.IGNORECASE)
 # (not a sentence's 'val loss is 0.05': the 'key is value' pairs below read those)
 LINK_WORDS = frozenset({"is", "was", "are", "were", "of", "to", "at", "in", "on", "for", "by", "with",
                         "from"})
 # 'key is value' in a sentence's fields, for printers that write prose: 'Epoch 0, Step 25, avg loss
 # so far is 0.1097', 'grpo_loss is -0.0 and kl is 0.0085', 'Epoch 0, val loss is 0.0477'
 IS_PAIR = lazy(rf"(?:^|[,;|]\s*|\band\s+)([A-Za-z_][\w/.\-@]*(?:\s+[A-Za-z_][\w/.\-@]*){{0,4}})"
-                     rf"\s+is\s+({NONFINITE}(?![A-Za-z])|{NUMBER})(?!\w|\.\d)", re.IGNORECASE)
+               rf"\s+is\s+({NONFINITE}(?![A-Za-z])|{NUMBER})(?!\w|\.\d)", re.IGNORECASE)
 FILLER = frozenset({"the", "a", "an", "so", "far", "now", "current", "currently", "this", "my", "our", "of"})
 EVAL_HEAD = lazy(r"\[Eval batch=\d+/\d+\]")
 TORCHTUNE = lazy(r"^\s*(\d+)\|(\d+)\|Loss: ")
