@@ -8,34 +8,19 @@ cycles), and a cycle is still collected after 100,000 allocations.
 
 Once a command has ended with an exit code, the process ends without the interpreter's teardown
 (freeing each of those objects and every module one by one: ~60 ms of a 0.36 s `check`, more
-than the gate's own analysis of a 5k-line log). That ends it as a worker of ``multiprocessing``
-ends, and as Instagram's servers do: the threads have been joined and every ``atexit`` handler has
-run (``_leave`` is registered first, so it runs last), stdout and stderr are flushed, and the
-operating system takes back the memory. A traceback, or an exit that is not a code, takes the
-ordinary way out. The library leaves the collector and the exit to its host."""
+than the gate's own analysis of a 5k-line log): every ``atexit`` handler is run, as the
+interpreter's exit runs them (coverage's, a sitecustomize's, the libraries'), stdout and stderr
+are flushed, and ``os._exit`` hands the memory back to the operating system. A traceback, an exit
+that is not a code, a thread still running or a flush that fails takes the ordinary way out. The
+library leaves the collector and the exit to its host."""
 
 import atexit
 import gc
 import os
 import sys
+import threading
 
 gc.set_threshold(100_000, 20, 10)
-
-_exit_code: list[int] = []  # set once the command has ended with a code
-
-
-def _leave() -> None:
-    if not _exit_code:
-        return
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except OSError:  # the reader of stdout went away, or a full disk: the ordinary way out says so
-        return
-    os._exit(_exit_code[0])
-
-
-atexit.register(_leave)  # before the imports, whose own handlers then run before it
 
 from losslens.cli import main as _main  # noqa: E402
 
@@ -44,11 +29,25 @@ def main() -> None:
     """The `losslens` entry point: the command, then the exit without teardown (above)."""
     try:
         _main()
+        code = 0
     except SystemExit as exc:
-        if exc.code is None or isinstance(exc.code, int):
-            _exit_code.append(exc.code or 0)
-        raise
-    _exit_code.append(0)
+        if not (exc.code is None or isinstance(exc.code, int)):
+            raise
+        code = exc.code or 0
+    _leave(code)
+
+
+def _leave(code: int) -> None:
+    others = [t for t in threading.enumerate() if t is not threading.current_thread()]
+    if any(t.is_alive() and not t.daemon for t in others):
+        sys.exit(code)  # the interpreter waits for it
+    atexit._run_exitfuncs()  # (each once: the list is cleared)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:  # the reader of stdout went away, or a full disk: the ordinary way out says so
+        sys.exit(code)
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -193,10 +193,13 @@ def test_a_log_name_with_an_emoji_code_is_printed_as_it_is_named(tmp_path) -> No
 
 
 def test_the_command_line_ends_without_teardown_once_its_exit_code_is_known(tmp_path) -> None:
-    """After a command's exit code, the atexit handlers run (those registered later first), the
-    output is flushed whole and the process ends with that code, without freeing each object (a
-    module global's __del__ does not run); an exit that is not a code takes the ordinary way."""
-    code = ("import atexit, sys, losslens.__main__ as m\n"
+    """After a command's exit code, every atexit handler runs (one registered before losslens was
+    imported, as coverage's is, and one after), the output is flushed whole and the process ends
+    with that code, without freeing each object (a module global's __del__ does not run); an
+    exit that is not a code, or a thread still running, takes the ordinary way."""
+    code = ("import atexit, sys\n"
+            "atexit.register(lambda: print('first registered'))\n"
+            "import losslens.__main__ as m\n"
             "class Torn:\n    def __del__(self): print('torn down', flush=True)\n"
             "keep = Torn()\n"
             "atexit.register(lambda: print('handler ran'))\n"
@@ -205,17 +208,21 @@ def test_the_command_line_ends_without_teardown_once_its_exit_code_is_known(tmp_
     proc = subprocess.run([sys.executable, "-c", code, "check", "--output-format", "json", SEED, nan],
                           cwd=tmp_path, capture_output=True, text=True, check=False)
     assert proc.returncode == 1, proc.stderr[-300:]
-    *reports, last = proc.stdout.strip().splitlines()
-    assert [json.loads(r)["source"] for r in reports] == [SEED, nan] and last == "handler ran"
+    *reports, ran, first = proc.stdout.strip().splitlines()
+    assert [json.loads(r)["source"] for r in reports] == [SEED, nan]
+    assert (ran, first) == ("handler ran", "first registered")
     for args, rc in ((["check", "nope.log"], 2), (["--version"], 0)):
         proc = subprocess.run([sys.executable, "-c", code, *args], cwd=tmp_path, capture_output=True,
                               text=True, check=False)
-        assert (proc.returncode, proc.stdout.splitlines()[-1]) == (rc, "handler ran")
-    stop = code.replace("m.main()", "sys.exit('stopped')")
-    proc = subprocess.run([sys.executable, "-c", stop], capture_output=True, text=True, check=False)
-    assert (proc.returncode, proc.stdout.split(), proc.stderr) == (1, ["handler", "ran", "torn", "down"],
-                                                                    "stopped\n")
-
+        assert (proc.returncode, proc.stdout.splitlines()[-2:]) == (rc, ["handler ran", "first registered"])
+    ordinary = ["handler ran", "first registered", "torn down"]
+    stop = subprocess.run([sys.executable, "-c", code.replace("m.main()", "sys.exit('stopped')")],
+                          capture_output=True, text=True, check=False)  # an exit that is not a code
+    assert (stop.returncode, stop.stdout.splitlines(), stop.stderr) == (1, ordinary, "stopped\n")
+    thread = ("import threading, time; threading.Thread(target=time.sleep, args=(0.3,)).start(); m.main()")
+    late = subprocess.run([sys.executable, "-c", code.replace("m.main()", thread), "--version"],
+                          capture_output=True, text=True, check=False)  # a thread still running
+    assert (late.returncode, late.stdout.splitlines()[-3:]) == (0, ordinary)
 
 def test_readme_config_reference_matches_code() -> None:
     from losslens.config import reference
