@@ -451,7 +451,8 @@ def times(stamp: pl.Series) -> pl.Series:
     head = stamp.str.slice(0, 19)
     if head.str.contains("T", literal=True).any():
         head = head.str.replace("T", " ", literal=True)
-    when = head.str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
+    # (no cache of the unique stamps: a log's stamps are mostly unique, and building it cost more)
+    when = head.str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us", cache=False)
     if (stamp.str.len_bytes() > 19).any():  # a fraction of a second, to the microsecond
         micro = stamp.str.slice(20, 6).str.pad_end(6, "0").cast(pl.Int64, strict=False).fill_null(0)
         when = pl.select(pl.lit(when) + pl.duration(microseconds=pl.lit(micro))).to_series()

@@ -141,10 +141,10 @@ def _template_rows(cells: pl.DataFrame, t: Template, no_rate: bool) -> pl.DataFr
         firsts.append(first_reading(pl.col(f"raw{i}"), t.keys[i], t.units[i], is_list).alias(f"first{i}"))
     if t.rate_cell is not None:
         raws.append(c[t.rate_cell].str.extract_groups(columnar(TOKRATE)).alias("rate"))
-        if not no_rate:  # a rate before the rate cell: the per-line parser decides
-            fits += [~c[i].str.contains("tok/s", literal=True) for i in range(t.rate_cell)]
-    elif not no_rate:
-        fits += [~c[i].str.contains("tok/s", literal=True) for i in range(m + 1)]
+    before = m + 1 if t.rate_cell is None else t.rate_cell
+    if not no_rate and before:  # a rate before the rate cell (or in any): the per-line parser decides
+        # (the cells joined at a NUL, which none holds (see read_cells): one search, not one a cell)
+        fits.append(~pl.concat_str(c[:before], separator="\x00").str.contains("tok/s", literal=True))
     # the wall time a line starts with, as the per-line parser reads it (base.leading_time)
     raws.append(c[0].str.extract(TIMESTAMP.pattern, 1).alias("stamp"))
     out = cells.lazy().select(*raws, pl.all_horizontal(fits).fill_null(False).alias("fit")
