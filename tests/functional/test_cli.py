@@ -154,14 +154,16 @@ def test_check_run_loads_no_heavy_module(tmp_path) -> None:
     one read by columns, stays off scipy, torch, matplotlib and pydantic (typer 0.29 validates every
     parameter through pydantic: 0.2-0.3 s a call; pinned below it), and off what its start-up does
     not need: xml and urllib (the JUnit reporter's escaping), the TOML parser in a folder whose
-    pyproject.toml does not mention losslens. (numpy.ma stays: np.unique, np.median and every
-    polars Series made from a numpy array load it.)"""
+    pyproject.toml does not mention losslens, rich's tables and emoji codes (a one-line verdict
+    draws no table, and a log's name is printed as it is). (numpy.ma stays: np.unique, np.median
+    and every polars Series made from a numpy array load it.)"""
     from losslens import synth
 
     big = tmp_path / "run.log"
     big.write_text("\n".join(synth.dflash_lines(5000)) + "\n")
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "someone-elses"\n')
-    heavy = ("scipy", "torch", "matplotlib", "pydantic", "xml.sax", "urllib.request", "tomllib")
+    heavy = ("scipy", "torch", "matplotlib", "pydantic", "xml.sax", "urllib.request", "tomllib",
+             "rich.table", "rich._emoji_codes")
     code = ("import sys\nfrom losslens.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
             f"print('loaded:' + ','.join(m for m in {heavy!r} if m in sys.modules))")
     for log in (SEED, str(big)):
