@@ -30,13 +30,15 @@ RULE = re.compile(r"^[\s\-=+|]+$")  # '---  ------  ----' under a header
 STEP_FIRST = ("epoch", *STEP_KEYS)
 
 
+def _without_bar(text: str) -> str:
+    """``text`` without a tqdm bar after it (looked for only where one can be: a bar holds '%|')."""
+    return BAR_TAIL.sub("", text) if "%|" in text else text
+
+
 def _cells(line: str) -> list[str]:
     """The last state of a redrawn line, without its progress bar, in whitespace-parted cells."""
     states = [x for x in line.split("\r") if x.strip()]
-    if not states:
-        return []
-    last = states[-1]
-    return (BAR_TAIL.sub("", last) if "%|" in last else last).split()  # (a bar holds '%|')
+    return _without_bar(states[-1]).split() if states else []
 
 
 def _name(cell: str) -> str:
@@ -58,7 +60,7 @@ def _wide_header(line: str) -> list[str] | None:
     """A header whose names hold a space, its columns parted by two or more: spaCy's 'E    #
     LOSS TOK2VEC  LOSS NER  ENTS_F  ENTS_P  ENTS_R  SCORE' ('E' the epoch, '#' the step). The
     names, spaces made '_', or None."""
-    cells = WIDE_CUT.split((BAR_TAIL.sub("", line) if "%|" in line else line).strip())
+    cells = WIDE_CUT.split(_without_bar(line).strip())
     if len(cells) < 3 or cells[0].lower() not in (*STEP_FIRST, "e", "#") or not any(" " in c for c in cells):
         return None
     names = [c.replace(" ", "_") for c in cells]

@@ -197,9 +197,9 @@ def parse_chunk(chunk: bytes, first_lineno: int, tpls: list[Template], sink: Sin
     if cells is not None:
         # where no line holds a rate, no cell needs looking at for one (a search, not a count:
         # counting a rate on every line costs more than the cells' checks)
-        nowhere = b"tok/s" not in chunk
+        no_rate = b"tok/s" not in chunk
         for t in tpls:
-            rows = _template_rows(cells, t, nowhere)
+            rows = _template_rows(cells, t, no_rate)
             pending = _read_template(rows, t, lineno, sink, pending)
             if not pending.any():
                 break
