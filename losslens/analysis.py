@@ -190,8 +190,10 @@ def analyze_log(log: LogData, detectors: tuple[Detector, ...] = REGISTRY,
             if metric not in cache:
                 cache[metric] = series_of(log, metric, context=metric in ("loss", "grad_norm")
                                           or metric in extra or metric.startswith("eval_"))
+                log.release()  # (a large log's columns held in a file: the pages read for it)
             for s in cache[metric]:
                 result = det.detect(s)
+                log.release()
                 if isinstance(result, Skipped):
                     skipped.append(result)
                 else:

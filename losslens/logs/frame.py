@@ -17,6 +17,7 @@ import polars as pl
 from losslens.errors import FormatError
 from losslens.logs.compact import NARROW_NOTE, normalised
 from losslens.logs.sink import Accounting, Sink
+from losslens.logs.spill import Spill
 
 META_COLUMNS = ("step", "line", "time", "segment")
 
@@ -58,6 +59,15 @@ class LogData:
     # the non-finite values of the torchrun ranks not analysed (see ``_one_rank``): per rank and
     # metric, {rank, metric, first_step, first_line, last_step, count, values}
     rank_nonfinite: tuple[dict, ...] = ()
+    # a large log's columns held in a mapped file (see spill.py): ``release`` after reading them
+    spill: Spill | None = field(default=None, compare=False, repr=False)
+
+    def release(self) -> None:
+        """Drop the pages of the columns held in the spill file from the process's memory (a
+        column read again is read back from the file): a large log's analysis does after each
+        metric."""
+        if self.spill is not None:
+            self.spill.release()
 
     @property
     def metrics(self) -> list[str]:
@@ -141,7 +151,7 @@ def _parts(sink: Sink, evals: bool) -> list[pl.DataFrame]:
     if records:
         last = normalised(pl.from_dicts(records, infer_schema_length=None))
         if sink.compactors is not None:
-            last = sink.compactors[1 if evals else 0].frame(last, parts)
+            last = sink.compact_frame(last, parts, evals)
         parts.append(last)
     return parts
 
@@ -312,10 +322,16 @@ def assemble(source: str, fmt: str, sink: Sink, acc: Accounting) -> LogData:
     if len(segments) > 1:
         notes.append(f"the step went backwards {len(segments) - 1} time(s): "
                      f"{len(segments)} segments (restarts), analysed apart")
-    return LogData(source=source, format=fmt, train=train, eval=_ordered(evals), lines=acc,
+    evals = _ordered(evals)
+    if sink.spill is not None:  # the columns made here (segments; a re-sorted frame's) too, and
+        # each column whole (read without a copy)
+        train, evals = sink.spill.hold(train, whole=True), sink.spill.hold(evals, whole=True)
+        sink.spill.close()
+        sink.spill.release()
+    return LogData(source=source, format=fmt, train=train, eval=evals, lines=acc,
                    segments=segments, names=dict(sink.names), notes=tuple(notes), lost=tuple(sink.lost),
                    lists=tuple(sink.compactors[0].lists) if sink.compactors else (),
-                   rank_nonfinite=tuple(elsewhere))
+                   rank_nonfinite=tuple(elsewhere), spill=sink.spill)
 
 
 def _ordered(df: pl.DataFrame) -> pl.DataFrame:

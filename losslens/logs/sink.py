@@ -24,6 +24,7 @@ from losslens.logs.names import (
     unwrapped,
 )
 from losslens.logs.regex import lazy
+from losslens.logs.spill import Spill
 
 Value = float | list[float]
 MAX_KEYS = 4096  # a record with more fields is skipped: one 3 MB line of 200k keys took 24 GB
@@ -96,6 +97,7 @@ class Sink:
     source_name: str = ""  # the file's base name (an MLflow metric file is named by its metric)
     # a large log's frames are compacted as they come (see compact.py): train, eval
     compactors: tuple[Compactor, Compactor] | None = None
+    spill: Spill | None = None  # and its columns held in a mapped file (see spill.py)
     # each metric's shape as first seen (True: a [..] list); values of the other shape are left out
     shapes: dict[str, bool] = field(default_factory=dict)
     mixed: Counter[str] = field(default_factory=Counter)  # how many were left out, by metric
@@ -141,15 +143,27 @@ class Sink:
         if self.compactors is None and not evals and \
                 sum(f.height for f in self.frames) + frame.height > COMPACT_RECORDS:
             self.compactors = (Compactor(), Compactor())
+            self.spill = Spill()
             for i, c in enumerate(self.compactors):
                 held = self.eval_frames if i else self.frames
                 done: list[pl.DataFrame] = []
                 for f in held:
                     done.append(c.frame(f, done))
-                held[:] = done
+                held[:] = [self.spill.hold(f) for f in done]
         if self.compactors is not None:
-            frame = self.compactors[1 if evals else 0].frame(frame, frames)
+            frame = self.compact_frame(frame, frames, evals)
         frames.append(frame)
+
+    def compact_frame(self, frame: pl.DataFrame, frames: list[pl.DataFrame], evals: bool) -> pl.DataFrame:
+        """``frame`` compacted as the ``frames`` before it (see ``Compactor.frame``) and held in
+        the spill file, with those of ``frames`` that compacting it changed."""
+        assert self.compactors is not None and self.spill is not None
+        before = [id(f) for f in frames]
+        frame = self.compactors[1 if evals else 0].frame(frame, frames)
+        for i, f in enumerate(frames):
+            if id(f) != before[i]:  # a column widened back to float64
+                frames[i] = self.spill.hold(f)
+        return self.spill.hold(frame)
 
     def emit(self, line: int, step: int | None, metrics: Mapping[str, Value | None],
              time: datetime | None = None, kind: str | None = None) -> bool:
