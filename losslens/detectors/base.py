@@ -25,11 +25,17 @@ class Series:
         return len(self.steps)
 
     def finite(self, positive: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """(values, steps) where the value is finite (and > 0 with ``positive``)."""
+        """(values, steps) where the value is finite (and > 0 with ``positive``): read-only
+        views of the series' own arrays where every value is (a long run's detectors do not each
+        copy it), else copies."""
         ok = np.isfinite(self.values)
         if positive:
             ok &= self.values > 0
-        return self.values[ok], self.steps[ok]
+        if not ok.all():
+            return self.values[ok], self.steps[ok]
+        v, steps = self.values.view(), self.steps.view()
+        v.flags.writeable = steps.flags.writeable = False
+        return v, steps
 
 
 class Detector(ABC):

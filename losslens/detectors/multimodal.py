@@ -16,6 +16,19 @@ MAX_FIT = 2_000
 LR_BANDS = 0.5  # |rank correlation| of band and logged LR that makes the bands the schedule's
 
 
+BLOCK = 1 << 16  # records labelled at a time (a 10M-record run holds no 10M × bands array)
+
+
+def nearest(r: np.ndarray, means: np.ndarray, block: int = BLOCK) -> np.ndarray:
+    """Each record's band: the index of the mean nearest to it (the first of two as near), taken
+    ``block`` records at a time."""
+    label = np.empty(len(r), dtype=np.intp)
+    for lo in range(0, len(r), block):
+        part = r[lo:lo + block]
+        label[lo:lo + block] = np.argmin(np.abs(part[:, None] - means[None, :]), axis=1)
+    return label
+
+
 def _ashman(means: np.ndarray, sds: np.ndarray, i: int) -> float:
     return float(abs(means[i + 1] - means[i]) * math.sqrt(2 / (sds[i] ** 2 + sds[i + 1] ** 2)))
 
@@ -108,7 +121,7 @@ class Multimodal(Detector):
         # overall share in three quarters of the run out of four. A band that does not is merged
         # into its nearest neighbour (one band whose level wanders, fitted by two Gaussians).
         while True:
-            label = np.argmin(np.abs(r[:, None] - means[None, :]), axis=1)
+            label = nearest(r, means)
             overall = np.bincount(label, minlength=len(means)) / len(label)
             quarters = np.array([np.bincount(q, minlength=len(means)) / len(q)
                                  for q in np.array_split(label, 4)])

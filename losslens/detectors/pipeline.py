@@ -105,22 +105,28 @@ class PipelineStall(Detector):
     def _gaps(self, series: Series) -> list[Finding]:
         t, steps = series.values, series.steps
         ok = np.isfinite(t)
-        t, steps = t[ok], steps[ok]
+        if not ok.all():
+            t, steps = t[ok], steps[ok]
         if len(t) < 10:
             return []
+        # (a long run's arrays: each median of a selection made in place, temporaries dropped)
         dt = np.diff(t)
-        dstep = np.maximum(np.diff(steps), 1)
+        dstep = np.diff(steps)
+        np.maximum(dstep, 1, out=dstep)
         per_step = dt / dstep
-        usual_step = float(np.median(per_step[per_step > 0])) if (per_step > 0).any() else 0.0
-        usual = float(np.median(dt[dt > 0])) if (dt > 0).any() else 0.0
+        usual_step = _median_of(per_step, per_step > 0)
+        del per_step
+        usual = _median_of(dt, dt > 0)
         if np.mean(dt < 1.0) > 0.5 and (dt >= 1.0).sum() >= 5:
             # records printed in bursts (an epoch's lines, or two ranks' a millisecond apart, then
             # nothing until the next epoch): the usual spacing is that between the bursts
-            usual = usual_step = float(np.median(dt[dt >= 1.0]))
+            usual = usual_step = _median_of(dt, dt >= 1.0)
         if usual <= 0 or usual_step <= 0:
             return []
         # time the steps in between do not explain (a log with gaps in steps is not a stall)
-        excess = dt - dstep * usual_step
+        excess = dstep * usual_step
+        del dstep
+        np.subtract(dt, excess, out=excess)
         big = np.flatnonzero(excess >= max(self.gap_ratio * usual, self.gap_min_s))
         if len(big) == 0:
             return []
@@ -136,6 +142,13 @@ class PipelineStall(Detector):
         return [Finding(self.name, Severity.WARNING if hang else Severity.INFO, "time", at[0], at[-1],
                         summary, {"gaps_s": [round(float(x), 3) for x in dt[big][:50]], "steps": at[:50],
                                   "usual_s": usual}, series.segment)]
+
+
+def _median_of(x: np.ndarray, where: np.ndarray) -> float:
+    """The median of ``x`` where ``where`` holds (0.0 where it holds nowhere), its selection
+    partitioned in place (one copy of it, not two)."""
+    chosen = x[where]
+    return float(np.median(chosen, overwrite_input=True)) if len(chosen) else 0.0
 
 
 def _hinge(v: np.ndarray) -> tuple[int, float]:

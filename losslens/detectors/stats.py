@@ -71,7 +71,10 @@ def regular_grid(steps: np.ndarray, values: np.ndarray, max_points: int = 1 << 2
                  ) -> tuple[np.ndarray, float]:
     """Values linearly interpolated onto an even step grid (for logs that log every ~k steps)."""
     diffs = np.diff(steps)
-    spacing = float(np.median(diffs[diffs > 0])) if np.any(diffs > 0) else 1.0
+    rising = diffs[diffs > 0]
+    del diffs
+    spacing = float(np.median(rising, overwrite_input=True)) if len(rising) else 1.0
+    del rising
     span = float(steps[-1] - steps[0])
     n = int(span / spacing) + 1
     if n > max_points:
@@ -300,17 +303,26 @@ def hinge_onset(y: np.ndarray, lo: int, hi: int, max_points: int = 2000, candida
     return onset, 1 - best / total if np.isfinite(best) else 0.0
 
 
-def level_shift(x: np.ndarray, min_side: int) -> tuple[int | None, float, float]:
+def level_shift(x: np.ndarray, min_side: int, block: int = 1 << 18) -> tuple[int | None, float, float]:
     """The split that best separates two mean levels (CUSUM / two-sample t statistic), each side
-    >= ``min_side`` points: (index, median before, median after)."""
+    >= ``min_side`` points: (index, median before, median after). The splits' scores are taken
+    ``block`` at a time (a 10M-point series holds its running sum and a block's temporaries, not
+    eight arrays of its length); the first best, as one argmax over them all would pick."""
     n = len(x)
     min_side = max(3, min_side)
     if n < 2 * min_side:
         return None, 0.0, 0.0
-    c = np.arange(min_side, n - min_side + 1)
     csum = np.cumsum(x)
-    left = csum[c - 1] / c
-    right = (csum[-1] - csum[c - 1]) / (n - c)
-    score = np.abs(left - right) * np.sqrt(c * (n - c) / n)
-    best = int(c[int(np.argmax(score))])
+    best, top = -1, -np.inf
+    for lo in range(min_side, n - min_side + 1, block):
+        c = np.arange(lo, min(lo + block, n - min_side + 1))
+        left = csum[c - 1] / c
+        right = (csum[-1] - csum[c - 1]) / (n - c)
+        score = np.abs(left - right) * np.sqrt(c * (n - c) / n)
+        i = int(np.argmax(score))
+        if np.isnan(score[i]):  # (argmax takes the first NaN as the largest)
+            best = int(c[i])
+            break
+        if score[i] > top or best < 0:
+            best, top = int(c[i]), float(score[i])
     return best, float(np.median(x[:best])), float(np.median(x[best:]))

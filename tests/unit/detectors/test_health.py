@@ -96,6 +96,18 @@ def test_level_shift_finds_the_change() -> None:
     assert level_shift(x, 50) == (300, 10.0, 6.0)
 
 
+@pytest.mark.parametrize("block", [1, 7, 256])
+def test_level_shift_in_blocks_picks_the_split_one_pass_would(block: int) -> None:
+    """Scored a block at a time: the same first best split, ties (a flat series: every score 0)
+    and a running sum past float64 (NaN scores) included."""
+    rng = np.random.default_rng(5)
+    for x in (np.r_[rng.normal(5, 1, 700), rng.normal(3, 1, 900)], np.ones(500),
+              np.r_[rng.normal(0, 1, 300), [1e308, 1e308], rng.normal(0, 1, 300)]):
+        with np.errstate(over="ignore", invalid="ignore"):
+            assert level_shift(x, 40, block=block) == level_shift(x, 40, block=len(x))
+    assert level_shift(np.ones(500), 40, block=block)[0] == 40  # (the first of the tied)
+
+
 def test_starved_queue_from_dflash_lists(tmp_path) -> None:
     lines = list(synth.dflash_lines(400))
     for i in range(200, 240):
