@@ -16,6 +16,7 @@ from losslens.errors import UsageError
 from losslens.findings import Finding, Report, Severity, Skipped
 from losslens.logs import LogData
 from losslens.logs.compact import values_of
+from losslens.logs.frame import rising
 from losslens.logs.names import canonical, loss_like
 
 PROGRESS_RECORDS = 1_000_000  # the detectors tell their progress on logs at least this long
@@ -49,8 +50,7 @@ def series_of(log: LogData, metric: str, context: bool = True) -> list[Series]:
                                                 check_sortedness=False)
         others.append("train_loss")
     out = []
-    if data.height > 1 and data["segment"].n_unique() == 1 and \
-            data["step"].diff().min() > 0:  # type: ignore[operator]
+    if data.height > 1 and data["segment"].min() == data["segment"].max() and rising(data["step"]):
         groups = [((data["segment"][0],), data)]  # one segment, steps rising: nothing to sort
     else:
         if data[metric].dtype.is_float() and not data[metric].is_finite().all():
@@ -75,6 +75,12 @@ class Columns(Mapping[str, np.ndarray]):
 
     def __getitem__(self, name: str) -> np.ndarray:
         return values_of(self.columns[name])
+
+    def fresh(self, name: str) -> np.ndarray:
+        """The column as float64 values that no one else holds (``Series.own``): those
+        ``__getitem__`` makes, or a copy where they are the column's own (read-only) values."""
+        values = self[name]
+        return values if values.flags.writeable else values.copy()
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.columns)
@@ -198,7 +204,9 @@ def analyze_log(log: LogData, detectors: tuple[Detector, ...] = REGISTRY,
                     skipped.append(result)
                 else:
                     findings.extend(result)
-            if last_use[metric] == i:  # no later detector reads it: memory stays near one series
+            if last_use[metric] == i or (big and i + 1 < len(plan) and metric not in plan[i + 1]):
+                # no later detector reads it (or, on a large log, not the next one: built again
+                # when one does, rather than held through the others): memory stays near one series
                 del cache[metric]
     if big:
         progress.report(f"analysing {log.train.height:,} records", len(detectors), len(detectors))

@@ -24,6 +24,15 @@ class Series:
     def __len__(self) -> int:
         return len(self.steps)
 
+    def own(self, name: str) -> np.ndarray | None:
+        """The context column ``name`` as float64 values the caller may change in place (a new
+        array: the context's own fresh copy where it makes one per read, ``fresh``, else a copy);
+        None when the series has no such context."""
+        if self.context is None or name not in self.context:
+            return None
+        fresh = getattr(self.context, "fresh", None)
+        return fresh(name) if fresh is not None else np.array(self.context[name], dtype=np.float64)
+
     def finite(self, positive: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """(values, steps) where the value is finite (and > 0 with ``positive``): read-only
         views of the series' own arrays where every value is (a long run's detectors do not each

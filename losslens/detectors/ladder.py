@@ -148,8 +148,7 @@ class Ladder(Detector):
             any("cycle_top" in g.evidence for g in structures(finding, findings))
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
-        ok = np.isfinite(series.values)
-        v, steps = series.values[ok], series.steps[ok]
+        v, steps = series.finite()
         if len(v) < self.min_increments * self.min_episodes + 2:
             return Skipped(self.name, series.metric, f"only {len(v)} finite points; needs "
                            f"{self.min_increments * self.min_episodes + 2}")

@@ -11,7 +11,16 @@ import numpy as np
 
 from losslens.detectors.base import Detector, Series
 from losslens.detectors.relations import ladder_periods, structures
-from losslens.detectors.stats import ar1, autocorrelation, detrend, f_sf, rank_sum_p, regular_grid, settled
+from losslens.detectors.stats import (
+    ar1,
+    autocorrelation,
+    detrend,
+    f_sf,
+    median_gap,
+    rank_sum_p,
+    regular_grid,
+    settled,
+)
 from losslens.findings import Finding, Severity, Skipped
 
 KNOWN = {50: "Hugging Face group_by_length mega-batch (50 steps)"}
@@ -105,12 +114,13 @@ def lr_explains(series: Series, period: float, min_share: float = 0.5) -> float 
     if lr is None:
         return None
     ok = np.isfinite(lr)
-    x, t = lr[ok], series.steps[ok].astype(np.float64)
+    every = bool(ok.all())  # (then no selection: a long run's arrays are not copied for it)
+    x = lr if every else lr[ok]
     if len(x) < 8 or np.ptp(x) <= 0:
         return None
+    t = (series.steps if every else series.steps[ok]).astype(np.float64)
     x = x - x.mean()
-    diffs = np.diff(t)
-    spacing = float(np.median(diffs[diffs > 0])) if np.any(diffs > 0) else 1.0
+    spacing = median_gap(t)
     best = max(_fold(x, t, period * f, spacing).share for f in (1, 2, 3, 1 / 2, 1 / 3))
     return round(best, 3) if best >= min_share else None
 
@@ -368,8 +378,7 @@ class Periodicity(Detector):
             agreement.append(round(float(np.dot(a, b)) / denom, 3) if denom > 0 else 0.0)
         if min(agreement) < 0.5:
             return []
-        diffs = np.diff(steps)
-        spacing = float(np.median(diffs[diffs > 0])) if np.any(diffs > 0) else 1.0
+        spacing = median_gap(steps)
         profile = np.bincount(np.arange(n) % length, r, length) / np.bincount(np.arange(n) % length)
         top = int(np.argmax(profile))
         peaks = []
@@ -506,13 +515,17 @@ class Periodicity(Detector):
 
     def _epoch_drops(self, series: Series, epoch_len: float | None) -> list[Finding]:
         """The epoch staircase: the level drops at every epoch start and stays flat between."""
-        epoch = (series.context or {}).get("epoch")
+        epoch = series.own("epoch") if epoch_len is not None else None
         if epoch is None or epoch_len is None:
             return []
         v, steps = series.values, series.steps
-        whole = np.floor(np.nan_to_num(epoch, nan=-1.0) + 1e-9)
-        starts = np.flatnonzero((whole[1:] > whole[:-1]) & (whole[:-1] >= 0)) + 1
         per_epoch = len(v) / max(1.0, float(np.nanmax(epoch)))
+        whole = np.nan_to_num(epoch, nan=-1.0, copy=False)  # (in place: its own copy)
+        del epoch
+        whole += 1e-9
+        np.floor(whole, out=whole)
+        starts = np.flatnonzero((whole[1:] > whole[:-1]) & (whole[:-1] >= 0)) + 1
+        del whole
         k = int(max(3, min(10, per_epoch // 4)))
         drops, ps = [], []
         for b in starts:
@@ -535,17 +548,22 @@ class Periodicity(Detector):
                         summary, evidence, series.segment)]
 
     def _epoch_length(self, series: Series) -> float | None:
-        epoch = (series.context or {}).get("epoch")
+        epoch = series.own("epoch")
         if epoch is None:
             return None
         ok = np.isfinite(epoch)
-        if ok.sum() <= 2 or np.ptp(epoch[ok]) <= 0:
+        every = bool(ok.all())  # (then no selection: a long run's arrays are not copied for it)
+        x = epoch if every else epoch[ok]
+        del epoch
+        if len(x) <= 2 or np.ptp(x) <= 0:
             return None
         # the least-squares slope of step on epoch, in closed form (np.polyfit builds an n×2
-        # matrix and copies it: 300 MB on a 10M-record log)
-        x, y = epoch[ok], series.steps[ok].astype(np.float64)
+        # matrix and copies it: 300 MB on a 10M-record log), centred in place
         x -= x.mean()
-        slope = float(np.dot(x, y - y.mean()) / np.dot(x, x))
+        y = (series.steps if every else series.steps[ok]).astype(np.float64)
+        del ok
+        y -= y.mean()
+        slope = float(np.dot(x, y) / np.dot(x, x))
         return slope if slope > 0 else None
 
     def _known(self, period: float, epoch_len: float | None) -> list[str]:

@@ -3,6 +3,7 @@ and gaps in wall time between records far beyond the usual spacing."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,8 +49,7 @@ class PipelineStall(Detector):
     def detect(self, series: Series) -> list[Finding] | Skipped:
         if series.metric == "time":
             return self._gaps(series)
-        ok = np.isfinite(series.values)
-        v, steps = series.values[ok], series.steps[ok]
+        v, steps = series.finite()
         if len(v) < 10:
             return Skipped(self.name, series.metric, f"only {len(v)} points; needs 10")
         base = series.metric.removesuffix("_min").removesuffix("_mean")
@@ -109,12 +109,13 @@ class PipelineStall(Detector):
             t, steps = t[ok], steps[ok]
         if len(t) < 10:
             return []
-        # (a long run's arrays: each median of a selection made in place, temporaries dropped)
+        # (a long run's arrays: the steps' gaps taken a block at a time, each median of a
+        # selection made in place, temporaries dropped)
         dt = np.diff(t)
-        dstep = np.diff(steps)
-        np.maximum(dstep, 1, out=dstep)
-        per_step = dt / dstep
-        usual_step = _median_of(per_step, per_step > 0)
+        per_step = np.empty_like(dt)
+        for lo, dstep in _step_gaps(steps):
+            np.divide(dt[lo:lo + len(dstep)], dstep, out=per_step[lo:lo + len(dstep)])
+        usual_step = _median_of(per_step, per_step > 0, spent=True)
         del per_step
         usual = _median_of(dt, dt > 0)
         if np.mean(dt < 1.0) > 0.5 and (dt >= 1.0).sum() >= 5:
@@ -124,9 +125,11 @@ class PipelineStall(Detector):
         if usual <= 0 or usual_step <= 0:
             return []
         # time the steps in between do not explain (a log with gaps in steps is not a stall)
-        excess = dstep * usual_step
-        del dstep
-        np.subtract(dt, excess, out=excess)
+        excess = np.empty_like(dt)
+        for lo, dstep in _step_gaps(steps):
+            part = excess[lo:lo + len(dstep)]
+            np.multiply(dstep, usual_step, out=part)
+            np.subtract(dt[lo:lo + len(dstep)], part, out=part)
         big = np.flatnonzero(excess >= max(self.gap_ratio * usual, self.gap_min_s))
         if len(big) == 0:
             return []
@@ -144,10 +147,24 @@ class PipelineStall(Detector):
                                   "usual_s": usual}, series.segment)]
 
 
-def _median_of(x: np.ndarray, where: np.ndarray) -> float:
+GAP_BLOCK = 1 << 18  # step gaps taken at a time
+
+
+def _step_gaps(steps: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """The gaps between successive steps (at least 1), GAP_BLOCK at a time: (the first gap's
+    index, the gaps)."""
+    block = GAP_BLOCK
+    for lo in range(0, len(steps) - 1, block):
+        gaps = np.diff(steps[lo:lo + block + 1])
+        np.maximum(gaps, 1, out=gaps)
+        yield lo, gaps
+
+
+def _median_of(x: np.ndarray, where: np.ndarray, spent: bool = False) -> float:
     """The median of ``x`` where ``where`` holds (0.0 where it holds nowhere), its selection
-    partitioned in place (one copy of it, not two)."""
-    chosen = x[where]
+    partitioned in place (one copy of it, not two); ``spent``: ``x`` is not read again, and
+    where ``where`` holds everywhere it is partitioned itself (no copy)."""
+    chosen = x if spent and where.all() else x[where]
     return float(np.median(chosen, overwrite_input=True)) if len(chosen) else 0.0
 
 

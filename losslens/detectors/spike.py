@@ -131,8 +131,10 @@ def spikes(v: np.ndarray, window: int, k: float, min_ratio: float, history: int
     dev = np.empty_like(x)  # each previous value's deviation from that median
     dev[:1] = np.nan
     np.abs(np.subtract(x[:-1], med[1:], out=dev[1:]), out=dev[1:])
+    del x  # (taken again below: one array less while the deviations' median is taken)
     scale = _late(rolling_median(dev[1:], window, center=False) if n > 1 else dev[1:], n)
     del dev
+    x = np.log(v)
     scale *= 1.4826
     floor = np.nanmedian(scale[history:]) * 0.5 if n > history else 0.0
     np.maximum(np.nan_to_num(scale, nan=0.0, copy=False), max(floor, 1e-3), out=scale)

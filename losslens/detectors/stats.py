@@ -67,14 +67,21 @@ def settled(residual: np.ndarray, window: int) -> slice:
     return slice(min(window // 2, len(residual) // 5), None)
 
 
+def median_gap(t: np.ndarray) -> float:
+    """The median of the gaps between successive ``t`` that are positive (1.0 where none is):
+    the usual spacing of a run's steps. Taken in place (steps that always rise: no copy of their
+    gaps)."""
+    diffs = np.diff(t)
+    up = diffs > 0
+    rising = diffs if up.all() else diffs[up]
+    del diffs, up
+    return float(np.median(rising, overwrite_input=True)) if len(rising) else 1.0
+
+
 def regular_grid(steps: np.ndarray, values: np.ndarray, max_points: int = 1 << 20
                  ) -> tuple[np.ndarray, float]:
     """Values linearly interpolated onto an even step grid (for logs that log every ~k steps)."""
-    diffs = np.diff(steps)
-    rising = diffs[diffs > 0]
-    del diffs
-    spacing = float(np.median(rising, overwrite_input=True)) if len(rising) else 1.0
-    del rising
+    spacing = median_gap(steps)
     span = float(steps[-1] - steps[0])
     n = int(span / spacing) + 1
     if n > max_points:

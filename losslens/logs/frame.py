@@ -202,8 +202,8 @@ def _epoch_local(df: pl.DataFrame, notes: list[str]) -> tuple[pl.DataFrame, pl.D
     first record)."""
     if "epoch" not in df.columns or df.height < 3 or df["epoch"].null_count() or df["step"].null_count():
         return None
-    if df["step"].is_sorted() and not df.select((pl.col("step").diff() == 0).any()).item():
-        return None  # they go on at every record (checked without a copy of a large log's steps)
+    if rising(df["step"]):
+        return None  # they go on at every record
     step = df["step"].to_numpy()
     back = np.flatnonzero(step[1:] <= step[:-1]) + 1
     if not len(back):
@@ -233,6 +233,20 @@ def _epoch_local(df: pl.DataFrame, notes: list[str]) -> tuple[pl.DataFrame, pl.D
     added = pl.Series("added", offset)
     return (df.with_columns((pl.col("step") + added).alias("step")),
             pl.DataFrame([df["line"], added]))
+
+
+def rising(steps: pl.Series) -> bool:
+    """Each step above the one before it: checked chunk by chunk on the column's own values (a
+    large log's steps are not differenced into another array of their length)."""
+    last = None
+    for chunk in steps.get_chunks():
+        a = chunk.to_numpy()
+        if not len(a):
+            continue
+        if (last is not None and not a[0] > last) or not (a[1:] > a[:-1]).all():
+            return False
+        last = a[-1]
+    return True
 
 
 def _one_record_an_epoch(df: pl.DataFrame) -> bool:
@@ -290,6 +304,7 @@ def assemble(source: str, fmt: str, sink: Sink, acc: Accounting) -> LogData:
         raise FormatError(f"no {fmt} records in {acc.total} lines ({acc.n_skipped} skipped, "
                           f"{acc.blank} blank)", source=source)
     train = _frame(train_parts)
+    _drop_pages(sink)  # (each pass over a large log's held columns: the pages it read, dropped)
     if train["step"].null_count():
         train_parts = [_fill_steps(train, notes, "train")]
     elif len(train_parts) > 1 and train.n_chunks() == 1:  # re-sorted: use the sorted frame
@@ -297,7 +312,9 @@ def assemble(source: str, fmt: str, sink: Sink, acc: Accounting) -> LogData:
     added = None
     if "epoch" in train.columns and (local := _epoch_local(_frame(train_parts), notes)) is not None:
         train_parts, added = [local[0]], local[1]
+    _drop_pages(sink)
     train_parts, segments = _segments(train_parts) if train.height else ([], ())
+    _drop_pages(sink)
     train = _frame([_ordered(p) for p in train_parts]) if train_parts else \
         train.with_columns(pl.lit(0, pl.Int32).alias("segment"))
     evals = _frame(eval_parts)
@@ -332,6 +349,11 @@ def assemble(source: str, fmt: str, sink: Sink, acc: Accounting) -> LogData:
                    segments=segments, names=dict(sink.names), notes=tuple(notes), lost=tuple(sink.lost),
                    lists=tuple(sink.compactors[0].lists) if sink.compactors else (),
                    rank_nonfinite=tuple(elsewhere), spill=sink.spill)
+
+
+def _drop_pages(sink: Sink) -> None:
+    if sink.spill is not None:
+        sink.spill.release()
 
 
 def _ordered(df: pl.DataFrame) -> pl.DataFrame:

@@ -224,3 +224,44 @@ def test_wall_time_pauses_in_a_log_printed_in_bursts() -> None:
     (f,) = PipelineStall().detect(Series("time", steps, t))
     assert (f.start_step, f.severity) == (81, Severity.WARNING)
     assert f.evidence["usual_s"] == pytest.approx(100, 0.01)
+
+
+@pytest.mark.parametrize("block", [1, 5, 64])
+def test_wall_time_gaps_taken_in_blocks_are_the_same(block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The steps' gaps are taken a block at a time on a long run: the same pauses, the same
+    numbers, steps logged unevenly (every 1 to 3) and a step repeated (a gap of 0 counts as 1)."""
+    from losslens.detectors import PipelineStall
+    from losslens.detectors.base import Series
+
+    rng = np.random.default_rng(4)
+    steps = np.cumsum(rng.integers(1, 4, 400))
+    steps[200] = steps[199]
+    t = np.cumsum(rng.uniform(5, 7, 400))
+    t[150:] += 900.0
+    t[300:] += 120.0
+    whole = PipelineStall().detect(Series("time", steps, t))
+    monkeypatch.setattr("losslens.detectors.pipeline.GAP_BLOCK", block)
+    assert PipelineStall().detect(Series("time", steps, t)) == whole
+    assert [f.evidence["steps"] for f in whole] == [[int(steps[150]), int(steps[300])]]
+
+
+def test_a_detector_changes_no_array_of_the_series_or_its_context() -> None:
+    """The epoch staircase and the epoch length are taken in place on the detector's own copy of
+    the epoch column (``Series.own``): the caller's arrays, and a log's columns, stay as they were."""
+    from losslens.analysis import series_of
+    from losslens.detectors import Periodicity
+    from losslens.detectors.base import Series
+
+    steps = np.arange(1, 3001)
+    epoch = steps / 1000.0
+    loss = 3.0 - 0.5 * np.floor(epoch) + np.random.default_rng(0).normal(0, 0.01, 3000)
+    kept = epoch.copy()
+    Periodicity().detect(Series("loss", steps, loss, context={"epoch": epoch}))
+    assert np.array_equal(epoch, kept)
+    log = from_arrays(steps, loss=loss, epoch=epoch)
+    (s,) = series_of(log, "loss")
+    a, b = s.own("epoch"), s.own("epoch")
+    assert a is not b and a.flags.writeable and np.array_equal(a, kept)
+    a[:] = -1.0  # (changes neither the log nor a later read)
+    assert np.array_equal(s.context["epoch"], kept) and np.array_equal(log.train["epoch"].to_numpy(), kept)
+    assert s.own("lr") is None
