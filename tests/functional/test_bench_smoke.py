@@ -82,3 +82,10 @@ def test_damaged_lines_benchmark_runs_small() -> None:
                  timeout=300)
     assert "baseline: one str.split of the damaged line" in out and "0 format(s) over 30.0 s" in out
     assert "megatron" in out and "fairseq" in out
+
+
+@pytest.mark.slow
+def test_big_log_memory_benchmark_runs_small() -> None:
+    out = _bench("big_log_memory.py", "--lines", "3000", "--base", "300", timeout=300)
+    assert "300 DFlash lines" in out and "3,000 DFlash lines" in out
+    assert re.search(r"read_log \+ analyze +3,000 lines / 300 lines: \d+\.\d\dx", out)
