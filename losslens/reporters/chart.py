@@ -4,8 +4,10 @@ kept per pixel column, round ticks, an axis top that a warm-up does not flatten.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
+import polars as pl
 
 PANELS = ("loss", "eval_loss", "acc", "lr", "grad_norm", "tokens_per_s", "step_time_s", "q_pre_min",
           "q_hs_mean")
@@ -28,6 +30,84 @@ def minmax_downsample(x: np.ndarray, y: np.ndarray, columns: int) -> tuple[np.nd
         keep.extend(idx)
     keep_arr = np.asarray(keep)
     return x[keep_arr], y[keep_arr]
+
+
+BLOCK = 1 << 18  # records drawn at a time from a frame (a long run is never copied whole)
+
+
+def blocks(frame: pl.DataFrame, x: str, y: str) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``frame``'s columns ``x`` and ``y`` as float64 values (nulls as NaN), BLOCK rows at a time."""
+    for lo in range(0, frame.height, BLOCK):
+        part = frame.slice(lo, BLOCK)
+        yield part[x].cast(pl.Float64).to_numpy(), part[y].cast(pl.Float64).to_numpy()
+
+
+def downsampled(frame: pl.DataFrame, name: str, columns: int, x: str = "step"
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """``minmax_downsample`` of ``frame``'s ``x`` and ``name`` columns, the same points, taken a
+    block at a time: a 10M-record column is not turned into float64 arrays whole (three of them,
+    and the copies of their finite part)."""
+    n, first, last = 0, math.nan, math.nan
+    for xs, ys in blocks(frame, x, name):
+        ok = np.isfinite(ys)
+        k = int(ok.sum())
+        if k:
+            at = np.flatnonzero(ok)
+            first = float(xs[at[0]]) if not n else first
+            last, n = float(xs[at[-1]]), n + k
+    if n <= 4 * columns:
+        parts = [(xs[np.isfinite(ys)], ys[np.isfinite(ys)]) for xs, ys in blocks(frame, x, name)]
+        return (np.concatenate([p[0] for p in parts]) if parts else np.zeros(0),
+                np.concatenate([p[1] for p in parts]) if parts else np.zeros(0))
+    runs = _Runs()
+    offset = 0  # finite points before this block
+    for xs, ys in blocks(frame, x, name):
+        ok = np.isfinite(ys)
+        xs, ys = xs[ok], ys[ok]
+        if not len(xs):
+            continue
+        col = ((xs - first) / max(1, last - first) * (columns - 1)).astype(np.int64)
+        starts = np.concatenate([[0], np.flatnonzero(np.diff(col)) + 1])
+        ends = np.concatenate([starts[1:], [len(col)]])
+        for a, b in zip(starts.tolist(), ends.tolist(), strict=True):
+            runs.add(int(col[a]), offset + a, xs[a:b], ys[a:b])
+        offset += len(xs)
+    runs.close()
+    return np.asarray(runs.x, dtype=np.float64), np.asarray(runs.y, dtype=np.float64)
+
+
+class _Runs:
+    """Runs of points in one pixel column, a run's part at a time (a run may go on in the next
+    block): per run, its first, lowest, highest and last point (the first of equal ones), in
+    order, as ``minmax_downsample`` keeps them."""
+
+    def __init__(self) -> None:
+        self.x: list[float] = []
+        self.y: list[float] = []
+        self.col: int | None = None
+        self.kept: dict[str, tuple[int, float, float]] = {}  # first/low/high/last: (index, x, y)
+
+    def add(self, col: int, index: int, xs: np.ndarray, ys: np.ndarray) -> None:
+        lo, hi = int(np.argmin(ys)), int(np.argmax(ys))
+        low = (index + lo, float(xs[lo]), float(ys[lo]))
+        high = (index + hi, float(xs[hi]), float(ys[hi]))
+        last = (index + len(ys) - 1, float(xs[-1]), float(ys[-1]))
+        if col == self.col:  # the run goes on
+            k = self.kept
+            k["low"] = low if low[2] < k["low"][2] else k["low"]
+            k["high"] = high if high[2] > k["high"][2] else k["high"]
+            k["last"] = last
+            return
+        self.close()
+        self.col = col
+        self.kept = {"first": (index, float(xs[0]), float(ys[0])), "low": low, "high": high, "last": last}
+
+    def close(self) -> None:
+        """The run so far, its points in order, each once."""
+        for _, x, y in sorted({p[0]: p for p in self.kept.values()}.values()):
+            self.x.append(x)
+            self.y.append(y)
+        self.kept, self.col = {}, None
 
 
 def fmt(v: float) -> str:

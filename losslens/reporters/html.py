@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from losslens.findings import Report, Severity
-from losslens.reporters.chart import PANELS, fmt, minmax_downsample, nice_ticks, robust_top, tick_label
+from losslens.reporters.chart import PANELS, downsampled, fmt, nice_ticks, robust_top, tick_label
 
 if TYPE_CHECKING:
     from losslens.replay.request import ReplayReport
@@ -22,9 +22,12 @@ WIDTH, PANEL_H, LEFT, RIGHT, TOP = 1100, 170, 70, 20, 18
 COLORS = {Severity.ERROR: "#d62728", Severity.WARNING: "#ff7f0e", Severity.INFO: "#1f77b4"}
 
 
-def _panel(name: str, x: np.ndarray, y: np.ndarray, x0: float, x1: float, findings, index: int) -> str:
-    plot_w = WIDTH - LEFT - RIGHT
-    xs, ys = minmax_downsample(x, y, plot_w)
+PLOT_W = WIDTH - LEFT - RIGHT
+
+
+def _panel(name: str, xs: np.ndarray, ys: np.ndarray, x0: float, x1: float, findings, index: int) -> str:
+    """One metric's chart: ``xs``, ``ys`` its points down-sampled to the plot's width."""
+    plot_w = PLOT_W
     if len(xs) == 0:
         return ""
     lo, hi = float(np.min(ys)), float(np.max(ys))
@@ -256,21 +259,21 @@ def render(report: Report, log, replay_steps: np.ndarray | None = None,
     """The post-mortem page of one log: the report's head, a linked panel per metric with its findings
     shaded, the periodogram and histogram of structure findings; with a replay, the bucket of each
     step under the loss."""
-    x = log.train["step"].to_numpy().astype(np.float64) if log.train.height else np.zeros(0)
-    x0, x1 = (float(x.min()), float(x.max())) if len(x) else (0.0, 1.0)
+    # (a long run's columns are read a block at a time, never turned into float64 arrays whole)
+    steps = log.train["step"]
+    x0, x1 = (float(steps.min()), float(steps.max())) if log.train.height else (0.0, 1.0)  # type: ignore[arg-type]
     panels, constant = [], []
     for i, name in enumerate(m for m in PANELS if m in log.train.columns or m in log.eval.columns):
         frame = log.eval if name.startswith("eval_") else log.train
         if frame.height == 0 or name not in frame.columns:
             continue
-        y = frame[name].cast(float).to_numpy()
-        finite = y[np.isfinite(y)]
-        if (name != "loss" and finite.size and finite.min() == finite.max() and finite.size == y.size
+        y = frame[name]
+        if (name != "loss" and not y.null_count() and bool(y.is_finite().all()) and y.min() == y.max()
                 and not any(f.metric == name for f in report.findings)):
-            constant.append(f"{name} = {finite[0]:.4g}")  # a flat line says nothing: one word
+            # a flat line says nothing: one word
+            constant.append(f"{name} = {float(y.min()):.4g}")  # type: ignore[arg-type]
             continue
-        panels.append(_panel(name, frame["step"].to_numpy().astype(np.float64), y, x0, x1,
-                             report.findings, i))
+        panels.append(_panel(name, *downsampled(frame, name, PLOT_W), x0, x1, report.findings, i))
         if name == "loss" and replay_steps is not None and replay_buckets is not None:
             panels.append(_buckets(replay_steps, replay_buckets, x0, x1))
     extra = []

@@ -6,7 +6,7 @@ import numpy as np
 
 from losslens.errors import UsageError
 from losslens.findings import Report, Severity
-from losslens.reporters.chart import PANELS, minmax_downsample
+from losslens.reporters.chart import PANELS, downsampled
 
 COLORS = {Severity.ERROR: "#d62728", Severity.WARNING: "#ff7f0e", Severity.INFO: "#1f77b4"}
 
@@ -26,8 +26,7 @@ def write(report: Report, log, path: str) -> None:
                              sharex=True, squeeze=False)
     for ax, name in zip(axes[:, 0], names, strict=False):
         frame = log.eval if name.startswith("eval_") else log.train
-        x, y = minmax_downsample(frame["step"].to_numpy().astype(float), frame[name].cast(float).to_numpy(),
-                                 1600)
+        x, y = downsampled(frame, name, 1600)
         ax.plot(x, y, lw=0.8, color="#333")
         if name in ("loss", "eval_loss") and len(y) and np.min(y) > 0 and np.max(y) / np.min(y) > 20:
             ax.set_yscale("log")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -131,29 +132,41 @@ def bar(v: float, lo: float, hi: float) -> str:
 def loss_sparkline(report: Report, log: LogData, columns: int = 80) -> RenderableType | None:
     """The loss as a sparkline fitted to ``columns`` terminal columns (label and range included),
     with a marker under the columns where findings are."""
+    from losslens.reporters.chart import blocks
+
     if "loss" not in log.train.columns or log.train.height < 2:
         return None
-    finite = log.train["loss"].cast(float).to_numpy()
-    finite = finite[np.isfinite(finite)]
-    if len(finite) < 2:
+    # a block of records at a time (a long run's loss is never turned into float64 arrays whole):
+    # the loss's finite range, and the range and number of the records drawn
+    vmin, vmax, finite, n, lo, hi = math.inf, -math.inf, 0, 0, math.inf, -math.inf
+    for steps, loss in blocks(log.train, "step", "loss"):
+        f = loss[np.isfinite(loss)]
+        if len(f):
+            vmin, vmax, finite = min(vmin, float(f.min())), max(vmax, float(f.max())), finite + len(f)
+        x = steps[np.isfinite(loss) & np.isfinite(steps)]
+        if len(x):
+            lo, hi, n = min(lo, float(x.min())), max(hi, float(x.max())), n + len(x)
+    if finite < 2:
         return None
-    label = f"  {float(finite.min()):.4g}–{float(finite.max()):.4g}"
-    steps = log.train["step"].to_numpy().astype(float)
-    loss = log.train["loss"].cast(float).to_numpy()
-    ok = np.isfinite(loss) & np.isfinite(steps)
-    x, y = steps[ok], loss[ok]
-    if len(x) < 2:
+    label = f"  {vmin:.4g}–{vmax:.4g}"
+    if n < 2:
         return None
     # a column per step at most: more columns than steps would leave holes between them (runs
     # restarted at step 1 share their steps; counted only where few records could leave holes)
     room = min(160, columns - len("loss ") - len(label))
-    width = max(2, min(room, len(np.unique(x)) if len(x) <= 4 * room else len(x)))
-    lo, hi = float(x.min()), float(x.max())
-    cols = np.minimum(((x - lo) / ((hi - lo) or 1) * (width - 1)).astype(int), width - 1)
+    if n <= 4 * room:
+        drawn = np.concatenate([s[np.isfinite(v) & np.isfinite(s)]
+                                for s, v in blocks(log.train, "step", "loss")])
+        width = max(2, min(room, len(np.unique(drawn))))
+    else:
+        width = max(2, min(room, n))
     top = np.full(width, -np.inf)
-    np.maximum.at(top, cols, y)  # the highest value in each column: a spike survives
-    filled = np.isfinite(top)
-    vmin, vmax = float(finite.min()), float(finite.max())  # the label's range is the bars' scale
+    for steps, loss in blocks(log.train, "step", "loss"):
+        ok = np.isfinite(loss) & np.isfinite(steps)
+        x, y = steps[ok], loss[ok]
+        cols = np.minimum(((x - lo) / ((hi - lo) or 1) * (width - 1)).astype(int), width - 1)
+        np.maximum.at(top, cols, y)  # the highest value in each column: a spike survives
+    filled = np.isfinite(top)  # (the label's range is the bars' scale)
     line = "".join(bar(v, vmin, vmax) if ok else " " for v, ok in zip(top, filled, strict=True))
     marks = [" "] * width
     for f in report.findings:

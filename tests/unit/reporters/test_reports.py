@@ -26,6 +26,32 @@ def test_minmax_downsampling_keeps_spikes() -> None:
     assert len(xs) <= 4 * 500 and ys.max() == 50.0 and 54_321.0 in xs
 
 
+def test_a_frame_is_downsampled_a_block_at_a_time_to_the_same_points(monkeypatch) -> None:
+    """A long run's columns are drawn a block at a time (``chart.downsampled``): the points are
+    those of ``minmax_downsample`` on the whole columns, with runs of one pixel column across
+    blocks, a restart (steps going back), nulls, NaNs and tied values; the sparkline too."""
+    import polars as pl
+
+    from losslens.reporters import chart
+
+    rng = np.random.default_rng(3)
+    steps = np.r_[np.arange(1, 3001), np.arange(1, 1501)] * 2
+    y = np.round(rng.normal(3, 1, len(steps)), 1)
+    y[rng.integers(0, len(y), 200)] = np.nan
+    frame = pl.DataFrame({"step": steps, "loss": pl.Series(y).fill_nan(None)})
+    frame = frame.with_columns(pl.when(pl.int_range(pl.len()) % 97 == 0).then(float("nan"))
+                               .otherwise(pl.col("loss")).alias("loss"))
+    log = from_arrays(steps, loss=frame["loss"].to_numpy())
+    whole = minmax_downsample(steps.astype(float), frame["loss"].cast(float).to_numpy(), 100)
+    line = loss_sparkline(analyze(log), log, 80).renderables[0].plain
+    for block in (5, 333):
+        monkeypatch.setattr(chart, "BLOCK", block)
+        xs, ys = chart.downsampled(frame, "loss", 100)
+        assert np.array_equal(xs, whole[0]) and np.array_equal(ys, whole[1])
+        assert loss_sparkline(analyze(log), log, 80).renderables[0].plain == line
+    assert 100 < len(whole[0]) < len(steps) / 3  # (down-sampled)
+
+
 def test_the_sparkline_has_no_holes_between_evenly_logged_records() -> None:
     """300 records every 10 steps filled a 60-column line every other column (two points per
     quarter-width bucket); each column is now the highest loss of the records under it."""
