@@ -37,7 +37,7 @@ class Spill:
         self.file: IO[bytes] | None = None
         self.size = 0  # bytes written
         self.maps: list[mmap.mmap] = []
-        self.starts: list[int] = []  # each mapped array's address, sorted, and its end
+        self.starts: list[int] = []  # each mapping's address, sorted, and its end
         self.ends: list[int] = []
         self.failed = False  # the file could not be written: frames stay on the heap
         self.held = 0  # bytes of columns held in the file
@@ -68,12 +68,12 @@ class Spill:
             self.close()
             return frame
         self.maps.append(view)
+        self._remember(np.frombuffer(view, dtype=np.uint8))
         held = []
         for name, at in zip(names, offsets, strict=True):
             dtype = frame.schema[name]
             physical = frame[name].head(0).to_physical().to_numpy().dtype
             mapped = np.frombuffer(view, dtype=physical, count=frame.height, offset=at - start)
-            self._remember(mapped)
             held.append(pl.Series(name, mapped).cast(dtype))
             self.held += mapped.nbytes
         return frame.with_columns(held)
@@ -103,6 +103,7 @@ class Spill:
         return start, offsets
 
     def _remember(self, arr: np.ndarray) -> None:
+        """A mapping's address range (one per ``hold``, not one per column)."""
         at = arr.ctypes.data
         i = bisect.bisect(self.starts, at)
         self.starts.insert(i, at)
