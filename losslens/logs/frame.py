@@ -65,7 +65,7 @@ class LogData:
     def release(self) -> None:
         """Drop the pages of the columns held in the spill file from the process's memory (a
         column read again is read back from the file): a large log's analysis does after each
-        metric."""
+        series it builds and each detector run."""
         if self.spill is not None:
             self.spill.release()
 

@@ -6,10 +6,11 @@ values) written to one unnamed temporary file and mapped back read-only; polars 
 place (a numpy view of the mapping, which polars takes without a copy). Their pages are then
 the page cache's, not the process's own: the kernel reads a column back when it is read and may
 drop it when memory is short, and ``release`` drops every mapped page from the process at once
-(the read does when it is done, the analysis after each metric), so that the columns a 10M-line
-log holds (~0.9 GiB) are not held in memory beside what the analysis works on. Columns with
-nulls, lists and text stay on the heap, and so does every frame when the file cannot be written
-(no temporary folder, a full disk): memory then, as before, not a failed read.
+(the read does after each pass over the columns, the analysis after each series and detector),
+so that the columns a 10M-line log holds (~0.9 GiB) are not held in memory beside what the
+analysis works on. Columns with nulls, lists and text stay on the heap, and so does every frame
+when the file cannot be written (no temporary folder, a full disk): memory then, as before, not
+a failed read.
 
 The file is in the temporary folder (``TMPDIR``), deleted as soon as it is made (POSIX: it is
 gone from the folder at once, and its space is freed when the last column mapped from it is).
