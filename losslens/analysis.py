@@ -50,9 +50,8 @@ def series_of(log: LogData, metric: str, context: bool = True) -> list[Series]:
                                                 check_sortedness=False)
         others.append("train_loss")
     out = []
-    if data.height > 1 and data["segment"].min() == data["segment"].max() and rising(data["step"]):
-        groups = [((data["segment"][0],), data)]  # one segment, steps rising: nothing to sort
-    else:
+    groups = _segment_runs(data)  # (each segment's steps rising: slices, nothing to sort)
+    if groups is None:
         if data[metric].dtype.is_float() and not data[metric].is_finite().all():
             # within a step, finite records first (in their order), so that 'last' is a
             # non-finite one where the step has any
@@ -64,6 +63,24 @@ def series_of(log: LogData, metric: str, context: bool = True) -> list[Series]:
         out.append(Series(metric, part["step"].to_numpy().astype(np.int64, copy=False),
                           values_of(part[metric]), int(seg), ctx))  # type: ignore[arg-type]
     return out
+
+
+def _segment_runs(data: pl.DataFrame) -> list[tuple[tuple[int], pl.DataFrame]] | None:
+    """``data``'s segments as slices of it where each is one stretch of rows whose steps rise
+    (as restart segments are: one starts where the step goes back), with its segment: no copy,
+    nothing to sort or de-duplicate (a run resumed from a checkpoint is analysed as one that was
+    not); None where a step repeats within a segment or segments interleave."""
+    if not data.height:
+        return None
+    if data["segment"].min() == data["segment"].max():  # one: its steps checked without a copy
+        return [((int(data["segment"][0]),), data)] if rising(data["step"]) else None  # type: ignore[arg-type]
+    seg, step = data["segment"].to_numpy(), data["step"].to_numpy()
+    same = seg[1:] == seg[:-1]
+    if not (seg[1:] >= seg[:-1]).all() or not ((step[1:] > step[:-1]) | ~same).all():
+        return None
+    starts = np.r_[0, np.flatnonzero(~same) + 1]
+    ends = np.r_[starts[1:], len(seg)]
+    return [((int(seg[a]),), data.slice(int(a), int(b - a))) for a, b in zip(starts, ends, strict=True)]
 
 
 class Columns(Mapping[str, np.ndarray]):

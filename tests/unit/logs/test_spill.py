@@ -106,3 +106,31 @@ def test_a_held_log_goes_to_another_process_by_value(tmp_path, large) -> None:
 
 def test_a_small_log_is_not_held_in_a_file(tmp_path) -> None:
     assert read_log(_log(tmp_path, n=300)).spill is None
+
+
+def test_each_segment_of_a_resumed_run_is_a_slice_and_the_same_series(monkeypatch) -> None:
+    """A run resumed from a checkpoint (the step goes back, then rises again) gives each segment as
+    a slice of the log's columns, no sort nor de-duplication: the same series as the general path
+    (sorted, one record a step: the last, a NaN over a finite value), which a repeated step takes."""
+    import polars as pl
+
+    from losslens import analysis
+    from losslens.logs import from_arrays
+
+    steps = np.r_[np.arange(1, 501), np.arange(300, 801), np.arange(700, 1001)]
+    loss = np.linspace(3, 1, len(steps))
+    loss[600] = np.nan
+    log = from_arrays(steps, loss=loss, lr=np.full(len(steps), 3e-4))
+    fast = series_of(log, "loss")
+    assert [s.segment for s in fast] == [0, 1, 2] and [len(s) for s in fast] == [500, 501, 301]
+    monkeypatch.setattr(analysis, "_segment_runs", lambda data: None)
+    general = series_of(log, "loss")
+    for a, b in zip(fast, general, strict=True):
+        assert a.segment == b.segment and np.array_equal(a.steps, b.steps)
+        assert np.array_equal(a.values, b.values, equal_nan=True)
+        assert np.array_equal(a.context["lr"], b.context["lr"])
+    monkeypatch.undo()
+    repeated = from_arrays(np.r_[steps, [1000]], loss=np.r_[loss, [np.nan]])  # step 1000 twice
+    assert analysis._segment_runs(pl.DataFrame({"segment": [0, 0], "step": [5, 5]})) is None
+    (last,) = [s for s in series_of(repeated, "loss") if s.segment == 2]
+    assert len(last) == 301 and np.isnan(last.values[-1])  # the NaN record of the repeated step
