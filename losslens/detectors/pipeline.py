@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from losslens.detectors.base import Detector, Series
-from losslens.detectors.stats import spearman
+from losslens.detectors.stats import median_where, spearman
 from losslens.findings import Finding, Severity, Skipped
 
 
@@ -115,13 +115,13 @@ class PipelineStall(Detector):
         per_step = np.empty_like(dt)
         for lo, dstep in _step_gaps(steps):
             np.divide(dt[lo:lo + len(dstep)], dstep, out=per_step[lo:lo + len(dstep)])
-        usual_step = _median_of(per_step, per_step > 0, spent=True)
+        usual_step = median_where(per_step, per_step > 0, spent=True)
         del per_step
-        usual = _median_of(dt, dt > 0)
+        usual = median_where(dt, dt > 0)
         if np.mean(dt < 1.0) > 0.5 and (dt >= 1.0).sum() >= 5:
             # records printed in bursts (an epoch's lines, or two ranks' a millisecond apart, then
             # nothing until the next epoch): the usual spacing is that between the bursts
-            usual = usual_step = _median_of(dt, dt >= 1.0)
+            usual = usual_step = median_where(dt, dt >= 1.0)
         if usual <= 0 or usual_step <= 0:
             return []
         # time the steps in between do not explain (a log with gaps in steps is not a stall)
@@ -158,14 +158,6 @@ def _step_gaps(steps: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
         gaps = np.diff(steps[lo:lo + block + 1])
         np.maximum(gaps, 1, out=gaps)
         yield lo, gaps
-
-
-def _median_of(x: np.ndarray, where: np.ndarray, spent: bool = False) -> float:
-    """The median of ``x`` where ``where`` holds (0.0 where it holds nowhere), its selection
-    partitioned in place (one copy of it, not two); ``spent``: ``x`` is not read again, and
-    where ``where`` holds everywhere it is partitioned itself (no copy)."""
-    chosen = x if spent and where.all() else x[where]
-    return float(np.median(chosen, overwrite_input=True)) if len(chosen) else 0.0
 
 
 def _hinge(v: np.ndarray) -> tuple[int, float]:

@@ -67,15 +67,19 @@ def settled(residual: np.ndarray, window: int) -> slice:
     return slice(min(window // 2, len(residual) // 5), None)
 
 
+def median_where(x: np.ndarray, where: np.ndarray, spent: bool = False, empty: float = 0.0) -> float:
+    """The median of ``x`` where ``where`` holds (``empty`` where it holds nowhere), its selection
+    partitioned in place (one copy of it, not two); ``spent``: ``x`` is not read again, and where
+    ``where`` holds everywhere it is partitioned itself (no copy)."""
+    chosen = x if spent and where.all() else x[where]
+    return float(np.median(chosen, overwrite_input=True)) if len(chosen) else empty
+
+
 def median_gap(t: np.ndarray) -> float:
     """The median of the gaps between successive ``t`` that are positive (1.0 where none is):
-    the usual spacing of a run's steps. Taken in place (steps that always rise: no copy of their
-    gaps)."""
+    the usual spacing of a run's steps (steps that always rise: no copy of their gaps)."""
     diffs = np.diff(t)
-    up = diffs > 0
-    rising = diffs if up.all() else diffs[up]
-    del diffs, up
-    return float(np.median(rising, overwrite_input=True)) if len(rising) else 1.0
+    return median_where(diffs, diffs > 0, spent=True, empty=1.0)
 
 
 def regular_grid(steps: np.ndarray, values: np.ndarray, max_points: int = 1 << 20

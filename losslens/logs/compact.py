@@ -13,6 +13,8 @@ Above ``COMPACT_RECORDS`` records the readers also replace a list column (``q_pr
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import polars as pl
 
@@ -96,11 +98,13 @@ def values_of(s: pl.Series) -> np.ndarray:
 class Compactor:
     """Narrows the frames of a large log chunk by chunk, every chunk the same way: a column that
     one chunk cannot narrow is float64 in all of them (the chunks narrowed before are widened
-    back), so that the chunks concatenate without a copy."""
+    back), so that the chunks concatenate without a copy. ``hold``: applied to each frame it
+    makes (a chunk, or one widened back), as ``Spill.hold`` keeps their columns in a file."""
 
-    def __init__(self) -> None:
+    def __init__(self, hold: Callable[[pl.DataFrame], pl.DataFrame] | None = None) -> None:
         self.wide: set[str] = set()  # columns that stay float64
         self.lists: dict[str, None] = {}  # list columns replaced by their min and mean
+        self.hold = hold or (lambda df: df)
 
     def frame(self, df: pl.DataFrame, done: list[pl.DataFrame]) -> pl.DataFrame:
         """``df`` compacted; ``done`` (chunks compacted before) is updated in place when a column
@@ -125,5 +129,5 @@ class Compactor:
             self.wide.add(name)
             for i, part in enumerate(done):
                 if part.schema.get(name) == pl.Float32:
-                    done[i] = part.with_columns(pl.Series(name, values_of(part[name])))
-        return df.with_columns(casts) if casts else df
+                    done[i] = self.hold(part.with_columns(pl.Series(name, values_of(part[name]))))
+        return self.hold(df.with_columns(casts) if casts else df)

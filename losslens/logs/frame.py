@@ -151,7 +151,7 @@ def _parts(sink: Sink, evals: bool) -> list[pl.DataFrame]:
     if records:
         last = normalised(pl.from_dicts(records, infer_schema_length=None))
         if sink.compactors is not None:
-            last = sink.compact_frame(last, parts, evals)
+            last = sink.compactors[1 if evals else 0].frame(last, parts)
         parts.append(last)
     return parts
 

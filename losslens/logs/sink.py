@@ -142,28 +142,17 @@ class Sink:
         frames = self.eval_frames if evals else self.frames
         if self.compactors is None and not evals and \
                 sum(f.height for f in self.frames) + frame.height > COMPACT_RECORDS:
-            self.compactors = (Compactor(), Compactor())
-            self.spill = Spill()
+            self.spill = Spill()  # (and their columns held in a file)
+            self.compactors = (Compactor(self.spill.hold), Compactor(self.spill.hold))
             for i, c in enumerate(self.compactors):
                 held = self.eval_frames if i else self.frames
                 done: list[pl.DataFrame] = []
                 for f in held:
                     done.append(c.frame(f, done))
-                held[:] = [self.spill.hold(f) for f in done]
+                held[:] = done
         if self.compactors is not None:
-            frame = self.compact_frame(frame, frames, evals)
+            frame = self.compactors[1 if evals else 0].frame(frame, frames)
         frames.append(frame)
-
-    def compact_frame(self, frame: pl.DataFrame, frames: list[pl.DataFrame], evals: bool) -> pl.DataFrame:
-        """``frame`` compacted as the ``frames`` before it (see ``Compactor.frame``) and held in
-        the spill file, with those of ``frames`` that compacting it changed."""
-        assert self.compactors is not None and self.spill is not None
-        before = [id(f) for f in frames]
-        frame = self.compactors[1 if evals else 0].frame(frame, frames)
-        for i, f in enumerate(frames):
-            if id(f) != before[i]:  # a column widened back to float64
-                frames[i] = self.spill.hold(f)
-        return self.spill.hold(frame)
 
     def emit(self, line: int, step: int | None, metrics: Mapping[str, Value | None],
              time: datetime | None = None, kind: str | None = None) -> bool:

@@ -14,22 +14,9 @@ PANELS = ("loss", "eval_loss", "acc", "lr", "grad_norm", "tokens_per_s", "step_t
 
 
 def minmax_downsample(x: np.ndarray, y: np.ndarray, columns: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per pixel column, the first/min/max/last point (in step order): spikes survive."""
-    ok = np.isfinite(y)
-    x, y = x[ok], y[ok]
-    if len(x) <= 4 * columns:
-        return x, y
-    col = ((x - x[0]) / max(1, x[-1] - x[0]) * (columns - 1)).astype(np.int64)
-    edges = np.flatnonzero(np.diff(col)) + 1
-    starts = np.concatenate([[0], edges])
-    ends = np.concatenate([edges, [len(x)]])
-    keep = []
-    for a, b in zip(starts, ends, strict=True):
-        seg = y[a:b]
-        idx = sorted({a, a + int(np.argmin(seg)), a + int(np.argmax(seg)), b - 1})
-        keep.extend(idx)
-    keep_arr = np.asarray(keep)
-    return x[keep_arr], y[keep_arr]
+    """Per pixel column, the first/min/max/last point (in step order): spikes survive. (Arrays:
+    ``downsampled`` over a frame of them.)"""
+    return downsampled(pl.DataFrame({"x": x, "y": y}), "y", columns, x="x")
 
 
 BLOCK = 1 << 18  # records drawn at a time from a frame (a long run is never copied whole)
@@ -44,9 +31,10 @@ def blocks(frame: pl.DataFrame, x: str, y: str) -> Iterator[tuple[np.ndarray, np
 
 def downsampled(frame: pl.DataFrame, name: str, columns: int, x: str = "step"
                 ) -> tuple[np.ndarray, np.ndarray]:
-    """``minmax_downsample`` of ``frame``'s ``x`` and ``name`` columns, the same points, taken a
-    block at a time: a 10M-record column is not turned into float64 arrays whole (three of them,
-    and the copies of their finite part)."""
+    """Per pixel column of ``columns``, the first/min/max/last finite point of ``frame``'s ``name``
+    against its ``x`` (in row order: spikes survive); all of them where there are at most four a
+    column. Taken a block at a time: a 10M-record column is not turned into float64 arrays whole
+    (three of them, and the copies of their finite part)."""
     n, first, last = 0, math.nan, math.nan
     for xs, ys in blocks(frame, x, name):
         ok = np.isfinite(ys)
@@ -79,7 +67,7 @@ def downsampled(frame: pl.DataFrame, name: str, columns: int, x: str = "step"
 class _Runs:
     """Runs of points in one pixel column, a run's part at a time (a run may go on in the next
     block): per run, its first, lowest, highest and last point (the first of equal ones), in
-    order, as ``minmax_downsample`` keeps them."""
+    order, each once."""
 
     def __init__(self) -> None:
         self.x: list[float] = []
