@@ -145,8 +145,15 @@ def _is_kv_record(line: str) -> bool:
     """Two pairs or more, one of them a metric the parser makes a record of: DeepSpeed's
     'step=10, skipped=0, lr=[0.0001], mom=[(0.9, 0.999)]' holds none (its pipeline engine prints
     the loss on lines of their own, 'steps: 10 loss: 2.3012 ...', which another format reads)."""
-    pairs = KV.findall(line)
-    return len(pairs) >= 2 and any(_makes_record(k) for k, _, _ in pairs)
+    # (the pairs found one at a time, up to the answer: a DFlash line's first two, step and loss,
+    # decide it; finding all of them was most of a `check`'s sniffing)
+    n, record = 0, False
+    for m in KV.finditer(line):
+        n += 1
+        record = record or _makes_record(m.group(1))
+        if n >= 2 and record:
+            return True
+    return False
 
 
 @lru_cache(maxsize=4096)
