@@ -3,22 +3,66 @@ plainest one (a `re.findall` of key=value pairs, each value's text appended to i
 one polars cast per column at the end: no lists, units or timestamps read) and one that builds
 the same columns as read_log (bench/naive.py); and read_log's peak RSS.
 
+Two floors in the same run, for what a reader of these lines can cost at all:
+- polars' floor: polars' own CSV tokenizer splitting the file at '=' into cells (as read_log's
+  key=value reader starts), then each cell's value cut at its first space and cast to a number:
+  one query, on all cores, without any check of the keys, lists, units, times or line accounting;
+- the compiled reference, bench/kv_reference.c (when a C compiler is found): the file read
+  whole, each 'key=value' pair's value read as a decimal number into its key's column,
+  single-threaded (as fast as plain C reads these lines, the issue's 'C reference').
+
     python bench/parse_speed.py [--lines 1000000] [--repeat 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import shutil
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import best_of, child_peak_rss_mb, dflash_log  # noqa: E402
+from _common import OUT, best_of, child_peak_rss_mb, dflash_log  # noqa: E402
 from line_readers import KV_PAIR, _pairs_loop  # noqa: E402
 from naive import naive_read  # noqa: E402
 
 from losslens import read_log  # noqa: E402
+
+
+def polars_floor(path: Path) -> None:
+    """The cells of every line (polars' CSV tokenizer at '='), each value up to its first space
+    cast to a float: the least the polars path does, with none of read_log's checks."""
+    import polars as pl
+
+    data = path.read_bytes().replace(b"~", b"=")
+    cells = pl.read_csv(io.BytesIO(data), has_header=False, separator="=", quote_char=None,
+                        infer_schema=False, truncate_ragged_lines=True, missing_columns="insert",
+                        schema={f"c{i}": pl.String for i in range(16)})
+    values = (pl.col(f"c{i}").str.splitn(" ", 2).struct.field("field_0").cast(pl.Float64, strict=False)
+              .alias(f"v{i}") for i in range(1, 16))
+    cells.lazy().select(values).collect(engine="streaming")
+
+
+def compiled_reference(path: Path, repeat: int) -> float | None:
+    """bench/kv_reference.c built with the machine's C compiler (-O2) and run on ``path``: the
+    best wall time of ``repeat`` runs, or None without a compiler."""
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        return None
+    OUT.mkdir(exist_ok=True)
+    exe = OUT / "kv_reference"
+    src = Path(__file__).parent / "kv_reference.c"
+    subprocess.run([cc, "-O2", "-o", str(exe), str(src), "-lm"], check=True)
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        subprocess.run([str(exe), str(path)], check=True, capture_output=True)
+        times.append(time.perf_counter() - t)
+    return min(times)
 
 
 def main() -> None:
@@ -34,12 +78,21 @@ def main() -> None:
     fast = best_of(lambda: read_log(path), args.repeat)
     plain = best_of(lambda: _pairs_loop(KV_PAIR)(path), 1)
     naive = best_of(lambda: naive_read(str(path)), 1)
+    floor = best_of(lambda: polars_floor(path), args.repeat)
+    ref = compiled_reference(path, args.repeat)
     print(f"file: {args.lines:,} DFlash lines, {size_mb:.0f} MiB")
     print(f"read_log          {fast:7.2f} s   ({args.lines / fast / 1e6:.2f} M lines/s)")
     print(f"plain re loop     {plain:7.2f} s   (text per key, one cast per column): "
           f"speed-up {plain / fast:.2f}x")
     print(f"same-columns loop {naive:7.2f} s   (numbers, lists, units, timestamps): "
           f"speed-up {naive / fast:.2f}x")
+    print(f"polars' floor     {floor:7.2f} s   ({args.lines / floor / 1e6:.2f} M lines/s; split at '=', "
+          f"cut, cast: no checks): read_log takes {fast / floor:.2f}x")
+    if ref is not None:
+        print(f"C reference       {ref:7.2f} s   ({args.lines / ref / 1e6:.2f} M lines/s; a number per pair, "
+              f"one thread): read_log takes {fast / ref:.2f}x")
+    else:
+        print("C reference          -      (no C compiler found)")
     print(f"peak RSS read_log {rss:7.0f} MiB (interpreter + imports alone: {base:.0f} MiB; "
           f"goal <= 400)")
 
