@@ -866,10 +866,6 @@ def lightning_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: Any =
     it), and the one it held is dropped or emitted first. The whole chunk is the parser's when a
     redraw is one it reads otherwise (a number too long, too many pairs) or lines carry a
     capture's or rank's tags (a record takes the tags of the line that ends its step)."""
-    from losslens.logs.formats.lightning import LIGHTNING_PAIR
-    from losslens.logs.names import STEP_KEYS, canonical, is_eval
-    from losslens.logs.sink import MAX_KEYS
-
     none = pl.Series(np.zeros(len(text), dtype=bool))
     if parser is None or sink.tags is not None:
         return none
@@ -881,33 +877,16 @@ def lightning_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: Any =
         return none
     if (segs.select(pl.max_horizontal(pl.col("epoch", "done", "total").str.len_bytes().max())).item() > 9):
         return none  # (a step past int64 and the like: the parser's)
-    pairs = (segs.select("at", pl.col("postfix").str.extract_all(LIGHTNING_PAIR.pattern).alias("pair"))
-             .with_columns(pl.col("pair").list.len().alias("n")))
-    if pairs["n"].max() > MAX_KEYS:  # type: ignore[operator]
+    same = _lightning_same(segs["at"], segs["postfix"])
+    wide, named = same if same is not None else _lightning_long(segs)
+    if wide is None or not wide.height:
         return none
-    pairs = pairs.explode("pair").drop_nulls("pair").with_columns(
-        pl.col("pair").str.splitn("=", 2).struct.rename_fields(["key", "raw"])).unnest("pair")
-    pairs = pairs.with_row_index("order").filter(pl.col("key") != "v_num")
-    keys = pairs["key"].unique().to_list()
-    pairs = pairs.with_columns(
-        pl.col("key").replace_strict(keys, list(map(canonical, keys)), return_dtype=pl.String).alias("name"),
-        pl.col("key").str.strip_chars().str.to_lowercase().is_in(list(STEP_KEYS)).alias("is_step"))
-    pairs = pairs.filter(~pl.col("is_step"))
-    value, _ = number_column(pairs["raw"])
-    pairs = pairs.with_columns(value.alias("value")).filter(pl.col("value").is_not_null())
-    firsts = pairs.group_by("at", "name").agg(pl.col("value").first())  # (a name's first pair)
-    if not firsts.height:
-        return none
-    wide = firsts.pivot(on="name", index="at", values="value")
     names = [c for c in wide.columns if c != "at"]
     rec = segs.select("at", "row", "line", "epoch", "done", "total").join(wide, on="at").sort("at")
     step = (rec["epoch"].cast(pl.Int64) * rec["total"].cast(pl.Int64) + rec["done"].cast(pl.Int64)).to_numpy()
     rec = rec.with_columns(pl.Series("step", step), rec["epoch"].cast(pl.Float64).alias("epoch"))
     metric_names = [c for c in names if c != "epoch"] + ["epoch"]
-    # the names, in the order the parser would set them (by each name's first pair read)
-    for name, key in (pairs.filter(pl.col("at").is_in(rec["at"].implode()))
-                      .group_by("name").agg(pl.col("key").sort_by("order").first(), pl.col("order").min())
-                      .sort("order").select("name", "key").rows()):
+    for name, key in named:  # in the order the parser would set them (each name's first pair read)
         sink.names.setdefault(name, key.strip())
     # one record a step: the last redraw of each run of one step; the chunk's last run held
     if parser.held is not None and parser.held[1] != int(step[0]):
@@ -922,6 +901,84 @@ def lightning_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: Any =
         add_rows(sink, {"step": out["step"], "line": out["line"]}, {c: out[c] for c in metric_names}, None,
                  idle=False)
     return pl.Series(np.isin(np.arange(len(text)), rec["row"].unique().to_numpy()))
+
+
+def _lightning_long(segs: pl.DataFrame) -> tuple[pl.DataFrame | None, list[tuple[str, str]]]:
+    """The redraws' postfix pairs (LIGHTNING_PAIR's matches) through the long form: one row per
+    redraw that holds a metric, a column per name (a name's first pair on the redraw), and each
+    name with its first key read (None where a redraw holds more pairs than the parser takes)."""
+    from losslens.logs.formats.lightning import LIGHTNING_PAIR
+    from losslens.logs.names import canonical
+
+    pairs = (segs.select("at", pl.col("postfix").str.extract_all(LIGHTNING_PAIR.pattern).alias("pair"))
+             .with_columns(pl.col("pair").list.len().alias("n")))
+    if pairs["n"].max() > MAX_KEYS:  # type: ignore[operator]
+        return None, []
+    pairs = pairs.explode("pair").drop_nulls("pair").with_columns(
+        pl.col("pair").str.splitn("=", 2).struct.rename_fields(["key", "raw"])).unnest("pair")
+    pairs = pairs.with_row_index("order").filter(pl.col("key") != "v_num")
+    keys = pairs["key"].unique().to_list()
+    pairs = pairs.with_columns(
+        pl.col("key").replace_strict(keys, list(map(canonical, keys)), return_dtype=pl.String).alias("name"),
+        pl.col("key").str.strip_chars().str.to_lowercase().is_in(list(STEP_KEYS)).alias("is_step"))
+    pairs = pairs.filter(~pl.col("is_step"))
+    value, _ = number_column(pairs["raw"])
+    pairs = pairs.with_columns(value.alias("value")).filter(pl.col("value").is_not_null())
+    firsts = pairs.group_by("at", "name").agg(pl.col("value").first())  # (a name's first pair)
+    if not firsts.height:
+        return None, []
+    wide = firsts.pivot(on="name", index="at", values="value")
+    named = (pairs.group_by("name").agg(pl.col("key").sort_by("order").first(), pl.col("order").min())
+             .sort("order").select("name", "key").rows())
+    return wide, named
+
+
+_LIGHTNING_KEY = re.compile(r"[A-Za-z_][\w/.\-]*", re.ASCII)  # LIGHTNING_PAIR's key
+
+
+def _lightning_same(at: pl.Series, post: pl.Series
+                    ) -> tuple[pl.DataFrame | None, list[tuple[str, str]]] | None:
+    """``_lightning_long``'s result where every postfix is the first's 'key=value' parts, in its
+    order, parted by ', ' (a Lightning run's usual bar): the parts read position by position in
+    one query, without the pairs' long form and pivot; None where a postfix is not. A part is
+    read as LIGHTNING_PAIR reads it where it is the key, '=', and a value that holds no space,
+    ',' or ']' (then the pattern finds exactly those pairs in the postfix)."""
+    from losslens.logs.names import canonical
+
+    first = post[0].split(", ") if len(post) else []
+    keys = [p.partition("=")[0] for p in first]
+    if not 0 < len(keys) <= MAX_KEYS or not all("=" in p and _LIGHTNING_KEY.fullmatch(k)
+                                                 for p, k in zip(first, keys, strict=True)):
+        return None
+    n = len(keys)
+    parts = pl.col("parts")
+    value = [pl.col(f"p{j}").str.slice(len(k) + 1) for j, k in enumerate(keys)]
+    fits = [pl.col("n") == n] + [pl.col(f"p{j}").str.starts_with(k + "=") for j, k in enumerate(keys)]
+    fits += [(v.str.len_bytes() > 0) & ~v.str.contains(r"[\s,\]]") for v in value]
+    out = post.to_frame("post").lazy().select(pl.col("post").str.split(", ").alias("parts")).select(
+        parts.list.len().alias("n"), *(parts.list.get(j, null_on_oob=True).alias(f"p{j}") for j in range(n))
+    ).select(pl.all_horizontal(fits).fill_null(False).alias("fit"),
+             *(v.alias(f"v{j}") for j, v in enumerate(value))).collect(engine=ENGINE)
+    if not out["fit"].all():
+        return None
+    # as the long form: 'v_num' and step keys left out, each name's first pair that is a number
+    kept = [(j, canonical(k)) for j, k in enumerate(keys)
+            if k != "v_num" and k.strip().lower() not in STEP_KEYS]
+    values = {j: number_column(out[f"v{j}"])[0] for j, _ in kept}
+    cols: dict[str, pl.Series] = {}
+    for j, name in kept:
+        cols[name] = cols[name].fill_null(values[j]) if name in cols else values[j]
+    frame = pl.DataFrame({"at": at, **{name: col.alias(name) for name, col in cols.items()}})
+    held = [name for name, col in cols.items() if col.null_count() < len(col)]
+    wide = frame.filter(pl.any_horizontal(pl.col(held).is_not_null())).select("at", *held) if held else \
+        frame.clear().select("at")
+    # each name's first pair read: its first redraw that holds it, the first of its keys there
+    firsts = []
+    for name in held:
+        where = [(int(values[j].is_not_null().arg_true()[0]), j) for j, m in kept
+                 if m == name and values[j].null_count() < len(post)]
+        firsts.append((min(where), name, keys[min(where)[1]]))
+    return wide, [(name, key) for _, name, key in sorted(firsts)]
 
 
 def _lightning_evals(out: pl.DataFrame, evals: list[str], parser: Any) -> pl.DataFrame:

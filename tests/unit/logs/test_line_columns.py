@@ -739,5 +739,48 @@ def test_lightning_bars_behind_prefixes(tmp_path, prefix: str) -> None:
     assert_same(path, "lightning")
 
 
+LIGHTNING_SAME = [  # postfixes whose keys are the same in every redraw of a file (one each)
+    "v_num=0, train_loss={x}, val_loss={v}",
+    "train_loss={x}, step={i}, lr=1e-4, acc={x}%",  # a step key left out; a '%' unit
+    "loss={x}, train_loss={v}, v_num=3",  # two keys of one name: its first number
+    "v_num=0, train/loss={x}, val_acc={v}, tokens=1.5k",
+]
+
+
+@pytest.mark.parametrize("postfix", LIGHTNING_SAME)
+@pytest.mark.parametrize("chunk", [1 << 22, 900])
+def test_lightning_bars_alike_read_by_position(tmp_path, monkeypatch, chunks_of, postfix: str,
+                                               chunk: int) -> None:
+    """Redraws whose postfixes all hold the same 'key=value' parts in the same order are read
+    position by position, without the long form: the same frames, names and accounting as the
+    parser's, values that are no number ('abc', 'nan', '') and eval changes included; a chunk
+    with one redraw of other keys, or a part the pair pattern reads otherwise ('a=1,b=2'), goes
+    through the long form."""
+    from losslens.logs.formats import line_columns
+
+    chunks_of(chunk)
+    r = random.Random(len(postfix) + chunk)
+    values = ["1.250", "2.5e-3", "nan", "abc", "0.75", "3"]
+    lines, val = [], "1.500"
+    for e in range(4):
+        segs = []
+        for i in range(1, 41):
+            post = postfix.format(x=r.choice(values), v=val, i=i)
+            segs.append(f"Epoch {e}:  {100 * i // 40}%|██ | {i}/40 [00:01<00:09,  9.50it/s, {post}]")
+        lines += ["\r".join(segs), "Validation: 100%|██ | 5/5"]
+        val = r.choice(["1.400", "nan", val])
+    path = tmp_path / "bar.log"
+    path.write_text("\n".join(lines) + "\n")
+    long = []
+    original = line_columns._lightning_long
+    monkeypatch.setattr(line_columns, "_lightning_long", lambda segs: long.append(1) or original(segs))
+    assert_same(path, "lightning")
+    assert not long  # (every chunk read by position)
+    bar, _, post = lines[2].partition("it/s, ")  # (a redraw of epoch 1: its postfix's parts glued)
+    path.write_text("\n".join([*lines[:2], bar + "it/s, " + post.replace(", ", ",", 1), *lines[3:]]) + "\n")
+    assert_same(path, "lightning")
+    assert long
+
+
 def test_lightning_fixture() -> None:
     assert_same(FIXTURES / "lightning_stdout.log", "lightning")
