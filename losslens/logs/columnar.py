@@ -84,11 +84,26 @@ def unit_of(text: str) -> str:
     return unit if unit and column_unit_scale(unit) is not None else ""
 
 
-def number_expr(raw: pl.Expr, unit: str = "") -> pl.Expr:
+def grouped(text: str) -> bool:
+    """``text`` is a number written with thousands' commas ('6,561', '31,000'): the first
+    reading of its column reads such numbers too (``number_expr``'s ``grouped``)."""
+    return "," in text and _GROUPED.fullmatch(text) is not None
+
+
+_GROUPED = re.compile(GROUPED.removesuffix("$"))
+
+
+def number_expr(raw: pl.Expr, unit: str = "", grouped: bool = False) -> pl.Expr:
     """A first reading of text as numbers, for a query that reads many columns at once: a plain
     cast, and a number followed by ``unit`` scaled as ``with_units`` scales it. Null where it is
-    unsure; where it is not, exactly what ``number_column`` reads (its ``first`` reading)."""
+    unsure; where it is not, exactly what ``number_column`` reads (its ``first`` reading).
+    ``grouped``: digits with commas ('6,561') read without them too, as ``number_column`` reads
+    them where its text is ``exact`` (the units it tries first find none there); only for a
+    caller that reads so."""
     value = raw.cast(pl.Float64, strict=False)
+    if grouped:
+        value = pl.coalesce(value, pl.when(raw.str.contains(GROUPED)).then(
+            raw.str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False)))
     scale = column_unit_scale(unit) if unit else None
     if scale is None:
         return value
@@ -98,12 +113,13 @@ def number_expr(raw: pl.Expr, unit: str = "") -> pl.Expr:
     return pl.coalesce(value, pl.when(scaled.is_finite()).then(scaled))
 
 
-def first_reading(raw: pl.Expr, key: str, unit: str = "", is_list: bool = False) -> pl.Expr:
+def first_reading(raw: pl.Expr, key: str, unit: str = "", is_list: bool = False,
+                  grouped: bool = False) -> pl.Expr:
     """The first reading ``metric_columns`` takes of a key's text column (its ``first``): an
     integer cast for a step key, ``list_expr`` for a '[..]' list, ``number_expr`` for any other."""
     if key.strip().lower() in STEP_KEYS:
         return raw.cast(pl.Int64, strict=False)
-    return list_expr(raw) if is_list else number_expr(raw, unit)
+    return list_expr(raw) if is_list else number_expr(raw, unit, grouped)
 
 
 def list_expr(raw: pl.Expr) -> pl.Expr:

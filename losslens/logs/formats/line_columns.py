@@ -19,6 +19,7 @@ from losslens.logs.columnar import (
     add_rows,
     any_of,
     first_reading,
+    grouped,
     leading_times,
     local_times,
     match_whole,
@@ -483,6 +484,7 @@ def _same_keys(pairs: pl.Series, split: Split, sink: Sink
     key0, value0 = split(pl.col("p"))
     head = first.to_frame("p").select(key0.alias("key"), value0.fill_null("").alias("value"))
     keys, units = head["key"].to_list(), [unit_of(v) for v in head["value"].to_list()]
+    commas = [grouped(v) for v in head["value"].to_list()]  # ('tps: 6,561': read in the query too)
     if None in keys or len(set(keys)) != len(keys):
         return None
     # in stages, each part and each split once: a pair, its key and value, then their readings
@@ -496,7 +498,8 @@ def _same_keys(pairs: pl.Series, split: Split, sink: Sink
         *(e for j, (k, v) in enumerate(split_at) for e in (k.alias(f"k{j}"), v.alias(f"v{j}")))
     ).select(pl.all_horizontal(fits).fill_null(False).alias("fit"),
              *(e for j, key in enumerate(keys)
-               for e in (pl.col(f"v{j}"), first_reading(pl.col(f"v{j}"), key, units[j]).alias(f"first{j}")))
+               for e in (pl.col(f"v{j}"), first_reading(pl.col(f"v{j}"), key, units[j], grouped=commas[j])
+                         .alias(f"first{j}")))
              ).collect(engine=ENGINE)
     if not out["fit"].all():
         return None
