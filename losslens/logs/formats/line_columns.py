@@ -791,7 +791,12 @@ def colon_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = 
         g = groups.filter(mask)
         raws = [g[f"v{i}"] + suffix if suffix else g[f"v{i}"] for i, suffix in enumerate(form.suffixes)]
         known = dict(sink.names)  # the names these rows give are the parser's to set, in line order
-        step, cols, unread = metric_columns(sink, form.keys, raws, exact=True)
+        # (a value column whose first row has thousands' commas, 'tokens/s: 31,000', read with them
+        # at once: not through number_column's unit pass on every row first)
+        readings = [pl.select(number_expr(pl.lit(r), grouped=True)).to_series()
+                    if k.strip().lower() not in STEP_KEYS and r[0] is not None and grouped(r[0]) else None
+                    for k, r in zip(form.keys, raws, strict=True)]
+        step, cols, unread = metric_columns(sink, form.keys, raws, exact=True, first=readings)
         if form.step_word:  # 'Step 100': where no pair gave a step
             step = step.fill_null(g["s"].cast(pl.Int64, strict=False))
         if form.epoch_word and "epoch" not in cols:

@@ -608,6 +608,20 @@ def test_colon_across_chunks(tmp_path, chunks_of, seed: int) -> None:
     assert_same(path, "colon")
 
 
+def test_colon_rates_with_thousands_commas(tmp_path) -> None:
+    """A rate column whose first line has thousands' commas ('tokens/s: 31,000') is read with
+    them in one pass; its odd values (commas out of place, a sign, a unit, a fraction, 'nan')
+    come out as the parser reads them."""
+    r = random.Random(3)
+    odd = ["31000", "3,1,000", "+31,000", "31,000k", "31,000.5", ",310", "31,", "nan", "1,000e3", "3.1,0"]
+    rates = ["31,000"] + [r.choice([f"{r.randint(1000, 999999):,}", *odd]) for _ in range(599)]
+    lines = [f"Step {s} | loss: {r.uniform(1, 3):.4f} | tokens/s: {rate}" for s, rate in enumerate(rates)]
+    path = tmp_path / "colon.log"
+    path.write_text("\n".join(lines) + "\n")
+    assert_same(path, "colon")
+    assert read_log(path).train["tokens_per_s"].drop_nulls().len() > 500
+
+
 def test_colon_single_line_records_are_read_column_wise() -> None:
     """All but the first of 3,000 'Step N | loss: X | lr: Y' lines (the parser's: it may close a
     record being assembled) are read by their shape's regex."""
