@@ -1,5 +1,7 @@
 """The gate against a NaN: a non-finite value written into a random record of every text fixture
-and real log (../shared/reallogs), in the log's own spelling, as the log arrives in practice
+and real log (../shared/reallogs), and of a generated log of each line format large enough to be
+read column-wise (bench/line_readers.py's lines; the fixtures are small enough to be read line by
+line), in the log's own spelling, as the log arrives in practice
 (as written, CRLF line ends, gzip, behind `kubectl logs --timestamps`, `docker logs -t`, Python
 logging's prefix, torchrun's `[rank0]: `, Slurm's `srun --label`). Each damaged log goes
 through `read_log` + `analyze` (what `check` runs) and through `watch`'s Watcher, line by line
@@ -8,6 +10,7 @@ and in one batch. A NaN is *found* when a `nonfinite` finding
 earlier non-finite one's). Exit 1 when any is missed.
 
     python bench/nan_injection.py [--seeds 3] [--metrics loss,grad_norm,eval_loss] [--limit N]
+                                  [--no-generated]
 """
 
 from __future__ import annotations
@@ -22,7 +25,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from losslens import read_log
+sys.path.insert(0, str(Path(__file__).parent))
+
+from line_readers import _lines  # noqa: E402
+
+from losslens import read_log  # noqa: E402
 from losslens.analysis import RECORD_FORMATS, analyze  # (formats with no text line per record)
 from losslens.config import load
 from losslens.errors import LossLensError
@@ -52,11 +59,32 @@ CAPTURES: dict[str, Callable[[list[str]], bytes]] = {
 }
 
 
-def sources(limit: int | None) -> list[Path]:
+# line formats with a column-wise reader, generated as bench/line_readers.py writes them
+GENERATED = ("jsonl", "csv", "hf", "megatron", "nanogpt", "modded-nanogpt", "fairseq", "torchtitan",
+             "olmo", "colon", "lightning", "kv-kubectl", "kv-ranks")
+COLUMN_WISE_BYTES = 300 << 10  # (over base.SMALL_BYTES: read column-wise, not line by line)
+
+
+def generated(folder: Path) -> list[Path]:
+    """A log of each of GENERATED, written to ``folder``, each over COLUMN_WISE_BYTES."""
+    out = []
+    for name in GENERATED:
+        n = 4000
+        while len(text := "\n".join(_lines(name, n)) + "\n") < COLUMN_WISE_BYTES:
+            n *= 2
+        path = folder / f"generated-{name}.log"
+        path.write_text(text)
+        out.append(path)
+    return out
+
+
+def sources(limit: int | None, folder: Path | None = None) -> list[Path]:
     out = [p for p in sorted((ROOT / "fixtures").iterdir()) if p.is_file() and p.suffix in TEXT]
     if REAL.is_dir():
         out += [p for d in sorted(REAL.iterdir()) if d.is_dir() for p in sorted(d.iterdir())
                 if p.is_file() and p.suffix in TEXT and p.name != "SOURCE.md"]
+    if folder is not None:
+        out += generated(folder)
     return out[:limit]
 
 
@@ -101,13 +129,14 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--metrics", default="loss,grad_norm,eval_loss")
     ap.add_argument("--limit", type=int, default=None, help="first N logs only")
+    ap.add_argument("--no-generated", action="store_true", help="fixtures and real logs only")
     args = ap.parse_args()
     registry = load(None, cwd=Path("/")).registry()
     rows: dict[tuple[str, str], list[int]] = {}
     missed = []
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        for path in sources(args.limit):
+    with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory() as gen:
+        for path in sources(args.limit, None if args.no_generated else Path(gen)):
             for metric in args.metrics.split(","):
                 for damaged, step, expect in injections(path, metric, args.seeds):
                     for capture, write in CAPTURES.items():
@@ -140,8 +169,9 @@ def main() -> int:
                             row[1] += found
                             row[2] += located
                             if not found:
-                                missed.append(f"{how} / {capture}: {path.relative_to(ROOT.parent)} {metric} "
-                                              f"at step {step}")
+                                where = path.relative_to(ROOT.parent) if path.is_relative_to(ROOT.parent) \
+                                    else path.name
+                                missed.append(f"{how} / {capture}: {where} {metric} at step {step}")
     print(f"{'path':12s} {'capture':22s} {'injected':>8s} {'found':>7s} {'located':>8s}")
     for (how, capture), (n, found, located) in rows.items():
         print(f"{how:12s} {capture:22s} {n:8d} {found / n:7.1%} {located / n:8.1%}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -55,6 +56,35 @@ def emit_mapping(sink: Sink, lineno: int, obj: dict[str, Any], step: int | None 
     if not sink.emit(lineno, found if found is not None else step, metrics):
         return "no training metric"
     return None
+
+
+# A non-finite float printed bare by a writer that is not a JSON encoder ('loss': nan, inf, -inf,
+# NAN): Python's repr, C++ streams, f-string "JSON"; a value, after ':', ',' or '[' and before
+# ',', '}' or ']'
+BARE_NONFINITE = re.compile(r"(?<=[:,\[])(\s*)([-+]?(?:nan|inf(?:inity)?))(?=\s*[,}\]])", re.IGNORECASE)
+_JSON_STRING = re.compile(r'("(?:[^"\\]|\\.)*")')
+
+
+def _as_json_constant(m: re.Match[str]) -> str:
+    word = m.group(2).lower()
+    constant = "NaN" if word.lstrip("+-") == "nan" else "-Infinity" if word[0] == "-" else "Infinity"
+    return m.group(1) + constant
+
+
+def loads_object(text: str) -> Any:
+    """``json.loads``, and where it fails, the same text with its bare non-finite values
+    (``BARE_NONFINITE``, outside strings) read as JSON's NaN, Infinity and -Infinity: a NaN an
+    f-string or C++ logger wrote ('{"loss": nan}') is a NaN, not a line skipped as no JSON.
+    Raises ValueError (or RecursionError) where the text is still no JSON."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        parts = _JSON_STRING.split(text)
+        parts[::2] = [BARE_NONFINITE.sub(_as_json_constant, p) for p in parts[::2]]
+        fixed = "".join(parts)
+        if fixed == text:
+            raise
+        return json.loads(fixed)
 
 
 # --- JSON Lines ------------------------------------------------------------------------------

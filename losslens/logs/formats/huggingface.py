@@ -13,7 +13,7 @@ from typing import Any
 from losslens.errors import FormatError
 from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser, whole
 from losslens.logs.formats.jsonl import account_document, array_items
-from losslens.logs.mappings import emit_mapping, load_json
+from losslens.logs.mappings import BARE_NONFINITE, emit_mapping, load_json
 from losslens.logs.names import canonical, is_training_metric
 from losslens.logs.sink import Accounting, Sink
 
@@ -97,8 +97,7 @@ def _metric_dict(line: str) -> bool:
 
 
 # Python prints a non-finite float bare ('grad_norm': nan, 'loss': inf): not a literal, so such a
-# dict is read again with those values quoted (the sink reads 'nan' as NaN)
-BARE_NONFINITE = re.compile(r"(?<=[:,\[])(\s*)([-+]?(?:nan|inf(?:inity)?))(?=\s*[,}\]])", re.IGNORECASE)
+# dict is read again with those values quoted (the sink reads 'nan' as NaN; BARE_NONFINITE)
 
 
 # a printed dict that JSON reads the same once its quotes are swapped: no other quote or escape,

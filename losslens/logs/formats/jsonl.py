@@ -10,7 +10,7 @@ from typing import Any
 
 from losslens.errors import FormatError
 from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser
-from losslens.logs.mappings import emit_mapping, json_errors, load_json
+from losslens.logs.mappings import emit_mapping, json_errors, load_json, loads_object
 from losslens.logs.sink import Accounting, Sink
 
 
@@ -22,7 +22,7 @@ class _JsonlParser(RegexLineParser):
         if not text.startswith("{"):
             return self.classify_noise(text)
         try:
-            obj = json.loads(text)
+            obj = loads_object(text)  # (a bare 'nan' or 'inf' value read as JSON's NaN, Infinity)
         except (ValueError, RecursionError):  # also nested too deeply, or a 5,000-digit number
             return "invalid JSON"
         if not isinstance(obj, dict):
@@ -38,7 +38,7 @@ class JsonLines(Format):
     name = "jsonl"
     rows = "jsonl_columns:jsonl_rows"  # column-wise for large files
     title = ("JSON Lines metrics, any key naming (LLaMA-Factory trainer_log.jsonl, ms-swift "
-             "logging.jsonl, train/loss, NaN/Infinity literals)")
+             "logging.jsonl, train/loss, NaN/Infinity literals, bare nan/inf)")
     example = '{"current_steps": 10, "total_steps": 8660, "loss": 2.4977, "learning_rate": 5.77e-07}'
 
     def sniff(self, lines: list[str]) -> int:
@@ -47,7 +47,7 @@ class JsonLines(Format):
             t = x.strip()
             if t.startswith("{") and t.endswith("}"):
                 try:
-                    n += isinstance(json.loads(t), dict)
+                    n += isinstance(loads_object(t), dict)
                 except (ValueError, RecursionError):
                     pass
         return n

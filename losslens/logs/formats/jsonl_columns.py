@@ -1,11 +1,12 @@
 """Vectorised reading of JSON Lines: each chunk's object lines through polars' NDJSON reader,
 nested objects flattened to 'a/b' columns, then the same column rules as the key=value reader
 (``logs.columnar``). Whatever polars would read differently from ``json.loads`` + ``emit_mapping``
-goes to the per-line parser: lines that are not one object, NaN/Infinity literals (Python's json
-reads them, polars does not), run summaries, a key's value that is text but no number, lists of
-anything but numbers, two keys with one canonical name on one line; a chunk polars cannot read at
-all goes line by line, and so does an object naming a key twice (json.loads keeps the last value,
-polars the first: two lines glued together).
+goes to the per-line parser: lines that are not one object, NaN/Infinity literals and bare
+'nan'/'inf' values (Python's json reads the first, the parser reads both, polars neither), run
+summaries, a key's value that is text but no number, lists of anything but numbers, two keys with
+one canonical name on one line; a chunk polars cannot read at all goes line by line, and so does
+an object naming a key twice (json.loads keeps the last value, polars the first: two lines glued
+together).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from losslens.logs.mappings import SUMMARY_KEYS
 from losslens.logs.names import is_eval
 from losslens.logs.sink import MAX_KEYS, Sink
 
-NONFINITE = r"[:\[,]\s*-?(?:NaN|Infinity)\s*[,}\]]"
+# NaN/Infinity literals, and non-finite values written bare ('nan', '-inf': mappings.BARE_NONFINITE)
+NONFINITE = r"[:\[,]\s*[-+]?(?i:nan|inf(?:inity)?)\s*[,}\]]"
 KEY = r'"(?:[^"\\]|\\.)*"\s*:'
 SUMMARY = "|".join(f'"{k}"' for k in SUMMARY_KEYS)
 SCHEMA_ROWS = 1000  # the rows whose types are inferred, where every row's keys are known

@@ -108,3 +108,37 @@ def test_a_wrapped_loss_beside_a_plain_metric_column_wise(tmp_path: Path, monkey
     log = read_log(path)
     assert log.format == "colon" and log.train["loss"].null_count() == 0 and log.train["loss"][-1] == 1.501
     assert_same_as_per_line(path, "colon")
+
+
+@pytest.mark.parametrize("columnar", [False, True])
+@pytest.mark.parametrize("spelling", [*SPELLINGS, "NAN", "+inf", "-Infinity", "INF"])
+def test_jsonl_value_written_bare_is_a_nan_not_a_skipped_line(tmp_path: Path, monkeypatch, spelling: str,
+                                                              columnar: bool) -> None:
+    """A JSON line written by an f-string or a C++ logger holds a NaN bare ('"loss": nan'), which
+    json.loads refuses: it was skipped as 'invalid JSON' and `check` said ok. It is read as JSON's
+    NaN or Infinity, line by line and column-wise (the line goes to the parser), and a string
+    that holds such text stays as written."""
+    if columnar:
+        monkeypatch.setattr("losslens.logs.base.SMALL_BYTES", 0)
+    lines = [f'{{"step": {s}, "loss": {2 - s / 100:.3f}, "note": "a: nan, b"}}' for s in range(1, 31)]
+    lines += [f'{{"step": {s}, "loss": {spelling}, "grad_norm": [1.0, {spelling}], "note": "a: nan, b"}}'
+              for s in range(31, 36)]
+    path = tmp_path / "run.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    log = read_log(path)
+    assert log.format == "jsonl" and log.train.height == 35 and not log.lines.skipped
+    assert log.train["loss"][30:].is_nan().all() if "nan" in spelling.lower() else \
+        log.train["loss"][30:].is_infinite().all()
+    found = [f for f in analyze(log).findings if f.kind == "nonfinite" and f.metric == "loss"]
+    assert len(found) == 1 and found[0].start_step == 31 and str(found[0].severity) == "error"
+
+
+def test_bare_nonfinite_json_is_read_outside_strings_only() -> None:
+    from losslens.logs.mappings import loads_object
+
+    assert loads_object('{"a": "x: nan, y", "b": -inf, "c": [nan, 1]}')["a"] == "x: nan, y"
+    got = loads_object('{"a": "x:nan]", "b": -INF , "c": [NaN, +Infinity]}')
+    assert got["a"] == "x:nan]" and got["b"] == float("-inf") and got["c"][1] == float("inf")
+    for bad in ['{"a": nan1}', '{"a": nanx, "b": 1}', '{"a": "nan}', "{'a': nan}"]:
+        with pytest.raises(ValueError):
+            loads_object(bad)
