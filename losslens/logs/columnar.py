@@ -84,7 +84,7 @@ def unit_of(text: str) -> str:
     return unit if unit and column_unit_scale(unit) is not None else ""
 
 
-def grouped(text: str) -> bool:
+def is_grouped(text: str) -> bool:
     """``text`` is a number written with thousands' commas ('6,561', '31,000'): the first
     reading of its column reads such numbers too (``number_expr``'s ``grouped``)."""
     return "," in text and _GROUPED.fullmatch(text) is not None

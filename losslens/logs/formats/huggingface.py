@@ -96,10 +96,6 @@ def _metric_dict(line: str) -> bool:
                                 for m in PYDICT.finditer(line) for k in NUMERIC_KEY.findall(m.group(0)))
 
 
-# Python prints a non-finite float bare ('grad_norm': nan, 'loss': inf): not a literal, so such a
-# dict is read again with those values quoted (the sink reads 'nan' as NaN; BARE_NONFINITE)
-
-
 # a printed dict that JSON reads the same once its quotes are swapped: no other quote or escape,
 # True/False/None only as values (json.loads is ~10x faster than ast.literal_eval)
 JSON_LIKE = re.compile(r"""^\{'[^"\\]*\}$""")
@@ -119,6 +115,8 @@ def python_dict(text: str) -> object:
     try:
         return _literal(text)
     except (ValueError, SyntaxError):
+        # Python prints a non-finite float bare ('grad_norm': nan, 'loss': inf): no literal, so
+        # the dict is read again with those values quoted (the sink reads 'nan' as NaN)
         quoted = BARE_NONFINITE.sub(r"\1'\2'", text)
         if quoted == text:
             raise

@@ -19,7 +19,7 @@ from losslens.logs.columnar import (
     add_rows,
     any_of,
     first_reading,
-    grouped,
+    is_grouped,
     leading_times,
     local_times,
     match_whole,
@@ -484,7 +484,7 @@ def _same_keys(pairs: pl.Series, split: Split, sink: Sink
     key0, value0 = split(pl.col("p"))
     head = first.to_frame("p").select(key0.alias("key"), value0.fill_null("").alias("value"))
     keys, units = head["key"].to_list(), [unit_of(v) for v in head["value"].to_list()]
-    commas = [grouped(v) for v in head["value"].to_list()]  # ('tps: 6,561': read in the query too)
+    commas = [is_grouped(v) for v in head["value"].to_list()]  # ('tps: 6,561': read in the query too)
     if None in keys or len(set(keys)) != len(keys):
         return None
     # in stages, each part and each split once: a pair, its key and value, then their readings
@@ -794,7 +794,7 @@ def colon_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = 
         # (a value column whose first row has thousands' commas, 'tokens/s: 31,000', read with them
         # at once: not through number_column's unit pass on every row first)
         readings = [pl.select(number_expr(pl.lit(r), grouped=True)).to_series()
-                    if k.strip().lower() not in STEP_KEYS and r[0] is not None and grouped(r[0]) else None
+                    if k.strip().lower() not in STEP_KEYS and r[0] is not None and is_grouped(r[0]) else None
                     for k, r in zip(form.keys, raws, strict=True)]
         step, cols, unread = metric_columns(sink, form.keys, raws, exact=True, first=readings)
         if form.step_word:  # 'Step 100': where no pair gave a step
