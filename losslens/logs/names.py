@@ -180,8 +180,12 @@ def _part_loss(name: str) -> bool:
 # (its digits split only at a '.': '\d+\.?\d*', which matches the same first, split a damaged run of
 # n digits n²/2 ways before a pattern refused what followed: 20,000 digits took 12 s)
 NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
-# how programs print a non-finite float: nan, -nan (C's printf), NaN, inf, -inf, Infinity
-NONFINITE = r"[-+]?(?i:nan|inf(?:inity)?)"
+# how programs print a non-finite float: nan, -nan (C's printf), NaN, inf, -inf, Infinity, and
+# Windows' C runtime since Visual C++ 2015: -nan(ind), nan(snan) (darknet's 'avg loss' on Windows,
+# AlexeyAB/darknet#1563). Its older 1.#QNAN0 / -1.#IND00 / 1.#INF00 are parse_number's only (where
+# a reader takes the value whole: key=value, CSV, Megatron's fields): as a branch here they halve
+# polars' speed on every pattern that holds a number (its branches would both start with '1')
+NONFINITE = r"[-+]?(?i:nan(?:\((?:ind|snan)\))?|inf(?:inity)?)"
 NUMERIC = rf"(?:{NUMBER}|{NONFINITE})"  # a number or a non-finite spelling
 # NUMBER taken whole (possessive digits), for a pattern that may refuse what follows it: NUMBER
 # gives back a run's digits one by one first (a search from each digit of a run: quadratic). A
@@ -205,6 +209,8 @@ _WITH_UNIT = re.compile(rf"^({WHOLE_NUMBER})\s*([A-Za-z%/()]+)$")
 _NONFINITE = {"nan": math.nan, "+nan": math.nan, "-nan": math.nan, "inf": math.inf,
               "+inf": math.inf, "-inf": -math.inf, "infinity": math.inf, "-infinity": -math.inf,
               "+infinity": math.inf}
+# Windows' spellings (NONFINITE's, and the older C runtime's), lower-cased
+_WINDOWS_NONFINITE = re.compile(r"^([-+]?)(?:nan\((?:ind|snan)\)|1\.#(qnan|snan|ind|inf)\d*)$")
 # (possessive: its three '\s*' in a row tried every split of a run of whitespace: cubic)
 _DURATION = re.compile(r"^(?:(\d++)d)?\s*+(?:(\d++)h)?\s*+(?:(\d++)m)?\s*+(?:(\d++(?:\.\d++)?)s)?$")
 _CLOCK = re.compile(r"^(?:(\d+) days?, )?(\d+):(\d\d):(\d\d(?:\.\d+)?)$")
@@ -245,6 +251,8 @@ def parse_number(text: str) -> float | None:
     low = t.lower()
     if low.rstrip("%") in _NONFINITE:  # 'nan', '-nan', 'Infinity', and 'nan%' for a percentage
         return _NONFINITE[low.rstrip("%")]
+    if m := _WINDOWS_NONFINITE.match(low):  # '-nan(ind)', '1.#QNAN0', '-1.#INF00'
+        return math.nan if m.group(2) != "inf" else -math.inf if m.group(1) == "-" else math.inf
     if "," in t:
         try:
             return float(t.replace(",", ""))

@@ -142,3 +142,40 @@ def test_bare_nonfinite_json_is_read_outside_strings_only() -> None:
     for bad in ['{"a": nan1}', '{"a": nanx, "b": 1}', '{"a": "nan}', "{'a': nan}"]:
         with pytest.raises(ValueError):
             loads_object(bad)
+
+
+WINDOWS = ["-nan(ind)", "nan(snan)", "1.#QNAN0", "-1.#IND00", "1.#INF00", "-1.#INF"]
+OLD_CRT = ("kv", "csv", "megatron")  # (the formats that take a value whole read the older spellings too)
+WINDOWS_LINES = {
+    "kv": LINES["kv"], "colon": LINES["colon"], "nanogpt": LINES["nanogpt"], "csv": LINES["csv"],
+    "darknet": lambda s, v: f" {s}: {v}, {v} avg loss, 0.001000 rate, 3.212345 seconds, {s * 64} images",
+    "megatron": lambda s, v: f" iteration {s:8d}/ 1000 | consumed samples: {s * 8} | lm loss: {v} | "
+                             "grad norm: 1.0 |",
+}
+
+
+@pytest.mark.parametrize("columnar", [False, True])
+@pytest.mark.parametrize("spelling", WINDOWS)
+@pytest.mark.parametrize("fmt", list(WINDOWS_LINES))
+def test_windows_spellings_are_nonfinite(tmp_path: Path, monkeypatch, fmt: str, spelling: str,
+                                         columnar: bool) -> None:
+    """Windows' C runtime prints a NaN as '-nan(ind)' (Visual C++ 2015 on) or '1.#QNAN0' /
+    '-1.#IND00' (before it), an infinity as '1.#INF00': darknet's 'avg loss' on Windows
+    (AlexeyAB/darknet#1563). Each is a non-finite record, line by line and column-wise; before,
+    darknet skipped such lines. The older spellings are read where a value is taken whole."""
+    if "#" in spelling and fmt not in OLD_CRT:
+        pytest.skip("the older C runtime's spellings are read where a value is taken whole")
+    if columnar:
+        monkeypatch.setattr("losslens.logs.base.SMALL_BYTES", 0)
+    make = WINDOWS_LINES[fmt]
+    lines = [make(s, f"{2 - s / 100:.3f}") for s in range(1, 31)] + [make(s, spelling) for s in range(31, 36)]
+    if fmt == "csv":
+        lines.insert(0, "step,loss")
+    path = tmp_path / "run.log"
+    path.write_text("\n".join(lines) + "\n")
+    log = read_log(path)
+    assert log.format == fmt and log.train.height == 35
+    loss = log.train["loss"][30:]
+    assert (loss.is_infinite() if "INF" in spelling else loss.is_nan()).all()
+    found = [f for f in analyze(log).findings if f.kind == "nonfinite" and f.metric == "loss"]
+    assert len(found) == 1 and found[0].start_step == 31 and str(found[0].severity) == "error"
