@@ -26,7 +26,11 @@ LINES = {
 @pytest.mark.parametrize("spelling", SPELLINGS)
 @pytest.mark.parametrize("fmt", list(LINES))
 def test_nonfinite_loss_is_a_record_and_an_error(tmp_path: Path, fmt: str, spelling: str) -> None:
-    make = LINES[fmt]
+    _loss_error_at_31(_read_35(tmp_path, fmt, LINES[fmt], spelling))
+
+
+def _read_35(tmp_path: Path, fmt: str, make, spelling: str):
+    """A log of 30 finite losses, then 5 spelled ``spelling``, read as ``fmt``: all 35 records."""
     lines = [make(s, f"{2 - s / 100:.3f}") for s in range(1, 31)] + [make(s, spelling) for s in range(31, 36)]
     if fmt == "csv":
         lines.insert(0, "step,loss")
@@ -34,6 +38,10 @@ def test_nonfinite_loss_is_a_record_and_an_error(tmp_path: Path, fmt: str, spell
     path.write_text("\n".join(lines) + "\n")
     log = read_log(path)
     assert log.format == fmt and log.train.height == 35  # the five non-finite records are parsed
+    return log
+
+
+def _loss_error_at_31(log) -> None:
     found = [f for f in analyze(log).findings if f.kind == "nonfinite" and f.metric == "loss"]
     assert len(found) == 1 and found[0].start_step == 31 and str(found[0].severity) == "error"
 
@@ -167,15 +175,7 @@ def test_windows_spellings_are_nonfinite(tmp_path: Path, monkeypatch, fmt: str, 
         pytest.skip("the older C runtime's spellings are read where a value is taken whole")
     if columnar:
         monkeypatch.setattr("losslens.logs.base.SMALL_BYTES", 0)
-    make = WINDOWS_LINES[fmt]
-    lines = [make(s, f"{2 - s / 100:.3f}") for s in range(1, 31)] + [make(s, spelling) for s in range(31, 36)]
-    if fmt == "csv":
-        lines.insert(0, "step,loss")
-    path = tmp_path / "run.log"
-    path.write_text("\n".join(lines) + "\n")
-    log = read_log(path)
-    assert log.format == fmt and log.train.height == 35
+    log = _read_35(tmp_path, fmt, WINDOWS_LINES[fmt], spelling)
     loss = log.train["loss"][30:]
     assert (loss.is_infinite() if "INF" in spelling else loss.is_nan()).all()
-    found = [f for f in analyze(log).findings if f.kind == "nonfinite" and f.metric == "loss"]
-    assert len(found) == 1 and found[0].start_step == 31 and str(found[0].severity) == "error"
+    _loss_error_at_31(log)
