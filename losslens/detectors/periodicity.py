@@ -16,6 +16,7 @@ from losslens.detectors.stats import (
     autocorrelation,
     detrend,
     f_sf,
+    kept,
     median_gap,
     rank_sum_p,
     regular_grid,
@@ -113,12 +114,10 @@ def lr_explains(series: Series, period: float, min_share: float = 0.5) -> float 
     lr = (series.context or {}).get("lr")
     if lr is None:
         return None
-    ok = np.isfinite(lr)
-    every = bool(ok.all())  # (then no selection: a long run's arrays are not copied for it)
-    x = lr if every else lr[ok]
+    x, t = kept(np.isfinite(lr), lr, series.steps)
     if len(x) < 8 or np.ptp(x) <= 0:
         return None
-    t = (series.steps if every else series.steps[ok]).astype(np.float64)
+    t = t.astype(np.float64)
     x = x - x.mean()
     spacing = median_gap(t)
     best = max(_fold(x, t, period * f, spacing).share for f in (1, 2, 3, 1 / 2, 1 / 3))
@@ -551,17 +550,15 @@ class Periodicity(Detector):
         epoch = series.own("epoch")
         if epoch is None:
             return None
-        ok = np.isfinite(epoch)
-        every = bool(ok.all())  # (then no selection: a long run's arrays are not copied for it)
-        x = epoch if every else epoch[ok]
+        x, y = kept(np.isfinite(epoch), epoch, series.steps)
         del epoch
         if len(x) <= 2 or np.ptp(x) <= 0:
             return None
         # the least-squares slope of step on epoch, in closed form (np.polyfit builds an n×2
-        # matrix and copies it: 300 MB on a 10M-record log), centred in place
+        # matrix and copies it: 300 MB on a 10M-record log), centred in place (x is the
+        # detector's own copy of the epochs, y a new array)
         x -= x.mean()
-        y = (series.steps if every else series.steps[ok]).astype(np.float64)
-        del ok
+        y = y.astype(np.float64)
         y -= y.mean()
         slope = float(np.dot(x, y) / np.dot(x, x))
         return slope if slope > 0 else None

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from losslens.detectors.base import Detector, Series
-from losslens.detectors.stats import median_where, spearman
+from losslens.detectors.stats import kept, median_where, spearman
 from losslens.findings import Finding, Severity, Skipped
 
 
@@ -103,10 +103,7 @@ class PipelineStall(Detector):
                         segment)]
 
     def _gaps(self, series: Series) -> list[Finding]:
-        t, steps = series.values, series.steps
-        ok = np.isfinite(t)
-        if not ok.all():
-            t, steps = t[ok], steps[ok]
+        t, steps = kept(np.isfinite(series.values), series.values, series.steps)
         if len(t) < 10:
             return []
         # (a long run's arrays: the steps' gaps taken a block at a time, each median of a

@@ -8,7 +8,7 @@ import numpy as np
 
 from losslens.detectors.base import Detector, Series, fmt_number
 from losslens.detectors.relations import at_cycle_peak, same_series, structures
-from losslens.detectors.stats import rolling_median
+from losslens.detectors.stats import kept, rolling_median
 from losslens.findings import Finding, Severity, Skipped
 
 
@@ -52,10 +52,8 @@ class Spike(Detector):
         return any(at_cycle_peak(finding, g) for g in structures(finding, findings))
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
-        ok = np.isfinite(series.values) & (series.values > 0)
         # (no copies where every value is usable: two arrays of the series' length less at the peak)
-        v, steps = (series.values, series.steps) if ok.all() else (series.values[ok], series.steps[ok])
-        del ok
+        v, steps = kept(np.isfinite(series.values) & (series.values > 0), series.values, series.steps)
         if len(v) <= self.history:
             return Skipped(self.name, series.metric, f"only {len(v)} points; needs {self.history + 1}")
         flagged, level, z = spikes(v, self.window, self.z, self.min_ratio, self.history)

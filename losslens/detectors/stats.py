@@ -67,6 +67,12 @@ def settled(residual: np.ndarray, window: int) -> slice:
     return slice(min(window // 2, len(residual) // 5), None)
 
 
+def kept(ok: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``arrays`` where ``ok`` holds: the arrays themselves where it holds everywhere (a long
+    run's arrays are not copied for a selection of all of them), else their selections."""
+    return arrays if ok.all() else tuple(a[ok] for a in arrays)
+
+
 def median_where(x: np.ndarray, where: np.ndarray, spent: bool = False, empty: float = 0.0) -> float:
     """The median of ``x`` where ``where`` holds (``empty`` where it holds nowhere), its selection
     partitioned in place (one copy of it, not two); ``spent``: ``x`` is not read again, and where
