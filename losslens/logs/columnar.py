@@ -84,26 +84,11 @@ def unit_of(text: str) -> str:
     return unit if unit and column_unit_scale(unit) is not None else ""
 
 
-def is_grouped(text: str) -> bool:
-    """``text`` is a number written with thousands' commas ('6,561', '31,000'): the first
-    reading of its column reads such numbers too (``number_expr``'s ``grouped``)."""
-    return "," in text and _GROUPED.fullmatch(text) is not None
-
-
-_GROUPED = re.compile(GROUPED.removesuffix("$"))
-
-
-def number_expr(raw: pl.Expr, unit: str = "", grouped: bool = False) -> pl.Expr:
+def number_expr(raw: pl.Expr, unit: str = "") -> pl.Expr:
     """A first reading of text as numbers, for a query that reads many columns at once: a plain
     cast, and a number followed by ``unit`` scaled as ``with_units`` scales it. Null where it is
-    unsure; where it is not, exactly what ``number_column`` reads (its ``first`` reading).
-    ``grouped``: digits with commas ('6,561') read without them too, as ``number_column`` reads
-    them where its text is ``exact`` (the units it tries first find none there); only for a
-    caller that reads so."""
+    unsure; where it is not, exactly what ``number_column`` reads (its ``first`` reading)."""
     value = raw.cast(pl.Float64, strict=False)
-    if grouped:
-        value = pl.coalesce(value, pl.when(raw.str.contains(GROUPED)).then(
-            raw.str.replace_all(",", "", literal=True).cast(pl.Float64, strict=False)))
     scale = column_unit_scale(unit) if unit else None
     if scale is None:
         return value
@@ -113,13 +98,12 @@ def number_expr(raw: pl.Expr, unit: str = "", grouped: bool = False) -> pl.Expr:
     return pl.coalesce(value, pl.when(scaled.is_finite()).then(scaled))
 
 
-def first_reading(raw: pl.Expr, key: str, unit: str = "", is_list: bool = False,
-                  grouped: bool = False) -> pl.Expr:
+def first_reading(raw: pl.Expr, key: str, unit: str = "", is_list: bool = False) -> pl.Expr:
     """The first reading ``metric_columns`` takes of a key's text column (its ``first``): an
     integer cast for a step key, ``list_expr`` for a '[..]' list, ``number_expr`` for any other."""
     if key.strip().lower() in STEP_KEYS:
         return raw.cast(pl.Int64, strict=False)
-    return list_expr(raw) if is_list else number_expr(raw, unit, grouped)
+    return list_expr(raw) if is_list else number_expr(raw, unit)
 
 
 def list_expr(raw: pl.Expr) -> pl.Expr:
@@ -177,27 +161,29 @@ def _step(raw: pl.Series, first: pl.Series | None = None) -> pl.Series:
 def number_column(raw: pl.Series, exact: bool = True, first: pl.Series | None = None
                   ) -> tuple[pl.Series, pl.Series]:
     """``names.parse_number`` over a column of text, and the rows still unread. A plain cast
-    first (or ``first``, the reading of ``number_expr`` where a query made it); the units and
-    clock times of ``with_units`` only for the rows it missed; then, where the raw text is
-    ``exact``ly what the per-line parser reads, ``parse_number`` itself for the rest ('1,024',
-    '5m 3s', ' 0.5 '). Unread: what is still missed without ``exact``; with it, only a '[..]'
-    list (a scalar column's row the per-line parser reads as a list)."""
+    first (or ``first``, the reading of ``number_expr`` where a query made it); where the raw
+    text is ``exact``ly what the per-line parser reads, digits with thousands' commas of the rows
+    it missed ('2,097,152', as parse_number reads them); the units and clock times of
+    ``with_units`` only for the rows still missed; then, with ``exact``, ``parse_number`` itself
+    for the rest ('5m 3s', ' 0.5 '). Unread: what is still missed without ``exact``; with it, only
+    a '[..]' list (a scalar column's row the per-line parser reads as a list)."""
     value = raw.cast(pl.Float64, strict=False) if first is None else first
     missed = raw.is_not_null() & value.is_null()
+    if exact and missed.any():
+        # (before the units: with_units reads none of these, which end in a digit or a '.', and
+        # a column of 'tps: 6,561' is not cut at its units row by row first)
+        grouped = missed & raw.str.contains(GROUPED)
+        if grouped.any():
+            where = grouped.arg_true()
+            value = value.scatter(where, raw.gather(where).str.replace_all(",", "", literal=True)
+                                  .cast(pl.Float64, strict=False))
+            missed = raw.is_not_null() & value.is_null()
     if missed.any():  # units, clock times
         where = missed.arg_true()
         value = value.scatter(where, with_units(raw.gather(where)))
         missed = raw.is_not_null() & value.is_null()
     if not exact or not missed.any():
         return value, missed
-    grouped = missed & raw.str.contains(GROUPED)  # '2,097,152': parse_number drops the commas
-    if grouped.any():
-        where = grouped.arg_true()
-        value = value.scatter(where, raw.gather(where).str.replace_all(",", "", literal=True)
-                              .cast(pl.Float64, strict=False))
-        missed = raw.is_not_null() & value.is_null()
-        if not missed.any():
-            return value, missed
     where = missed.arg_true()
     patch = pl.Series([parse_number(t) for t in raw.gather(where).to_list()], dtype=pl.Float64)
     text = raw.str.strip_chars()

@@ -19,7 +19,6 @@ from losslens.logs.columnar import (
     add_rows,
     any_of,
     first_reading,
-    is_grouped,
     leading_times,
     local_times,
     match_whole,
@@ -484,7 +483,6 @@ def _same_keys(pairs: pl.Series, split: Split, sink: Sink
     key0, value0 = split(pl.col("p"))
     head = first.to_frame("p").select(key0.alias("key"), value0.fill_null("").alias("value"))
     keys, units = head["key"].to_list(), [unit_of(v) for v in head["value"].to_list()]
-    commas = [is_grouped(v) for v in head["value"].to_list()]  # ('tps: 6,561': read in the query too)
     if None in keys or len(set(keys)) != len(keys):
         return None
     # in stages, each part and each split once: a pair, its key and value, then their readings
@@ -498,8 +496,7 @@ def _same_keys(pairs: pl.Series, split: Split, sink: Sink
         *(e for j, (k, v) in enumerate(split_at) for e in (k.alias(f"k{j}"), v.alias(f"v{j}")))
     ).select(pl.all_horizontal(fits).fill_null(False).alias("fit"),
              *(e for j, key in enumerate(keys)
-               for e in (pl.col(f"v{j}"), first_reading(pl.col(f"v{j}"), key, units[j], grouped=commas[j])
-                         .alias(f"first{j}")))
+               for e in (pl.col(f"v{j}"), first_reading(pl.col(f"v{j}"), key, units[j]).alias(f"first{j}")))
              ).collect(engine=ENGINE)
     if not out["fit"].all():
         return None
@@ -791,12 +788,7 @@ def colon_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = 
         g = groups.filter(mask)
         raws = [g[f"v{i}"] + suffix if suffix else g[f"v{i}"] for i, suffix in enumerate(form.suffixes)]
         known = dict(sink.names)  # the names these rows give are the parser's to set, in line order
-        # (a value column whose first row has thousands' commas, 'tokens/s: 31,000', read with them
-        # at once: not through number_column's unit pass on every row first)
-        readings = [pl.select(number_expr(pl.lit(r), grouped=True)).to_series()
-                    if k.strip().lower() not in STEP_KEYS and r[0] is not None and is_grouped(r[0]) else None
-                    for k, r in zip(form.keys, raws, strict=True)]
-        step, cols, unread = metric_columns(sink, form.keys, raws, exact=True, first=readings)
+        step, cols, unread = metric_columns(sink, form.keys, raws, exact=True)
         if form.step_word:  # 'Step 100': where no pair gave a step
             step = step.fill_null(g["s"].cast(pl.Int64, strict=False))
         if form.epoch_word and "epoch" not in cols:
