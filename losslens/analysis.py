@@ -159,7 +159,7 @@ def choose_loss(log: LogData, metrics: tuple[str, ...] = ()) -> tuple[LogData, d
         ranks = tuple({**d, "metric": renamed.get(d["metric"], d["metric"])} for d in log.rank_nonfinite)
         log = dataclasses.replace(log, train=train.rename({column: "loss"}), names=names,
                                   rank_nonfinite=ranks)
-    return log, {"column": original, "why": why}
+    return log, {"column": original, "metric": "loss", "why": why}
 
 
 def _no_loss(log: LogData, steps: dict[str, int | None]) -> Finding:
@@ -218,7 +218,7 @@ def analyze_log(log: LogData, detectors: tuple[Detector, ...] = REGISTRY,
                 result = det.detect(s)
                 log.release()
                 if isinstance(result, Skipped):
-                    skipped.append(result)
+                    skipped.append(dataclasses.replace(result, segment=s.segment))
                 else:
                     findings.extend(result)
             if last_use[metric] == i or (big and i + 1 < len(plan) and metric not in plan[i + 1]):
@@ -236,7 +236,8 @@ def analyze_log(log: LogData, detectors: tuple[Detector, ...] = REGISTRY,
                   skipped_reasons=dict(log.lines.skipped), steps=steps,
                   eval_records=log.eval.height, segments=max(1, len(log.segments)),
                   metrics=log.metrics + [m for m in log.eval_metrics if m not in log.metrics],
-                  findings=findings, skipped=skipped, notes=list(log.notes), loss=loss)
+                  findings=findings, skipped=skipped, notes=list(log.notes), loss=loss,
+                  read_errors=list(log.lost))
     return log, report
 
 

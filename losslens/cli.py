@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import os
 import signal
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
+from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -17,17 +20,45 @@ from rich.text import Text
 
 from losslens import __version__
 from losslens.errors import LossLensError, MissingExtra, UsageError
-from losslens.findings import ExitCode, Severity
+from losslens.findings import ExitCode, Severity, Word
 
 if TYPE_CHECKING:
+    from losslens.discover import Walk
+    from losslens.findings import Gate, Judgement, Report
     from losslens.runner import Options, Result
 
 app = typer.Typer(add_completion=True, no_args_is_help=True, rich_markup_mode=None,
                   context_settings={"help_option_names": ["-h", "--help"]},
                   help="Read training logs and say, with evidence, when the run is sick.")
-# (no emoji codes: a log named 'run:fire:.log' is printed as it is named)
-out = Console(soft_wrap=False, emoji=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+
+
+class Color(StrEnum):
+    """--color: when to colour the output."""
+    auto = "auto"
+    always = "always"
+    never = "never"
+
+
+def _make_consoles(color: Color = Color.auto) -> tuple[Console, Console]:
+    """Standard output's and standard error's consoles, their width read now (COLUMNS, else the
+    terminal's). auto: colour on terminals, as NO_COLOR and FORCE_COLOR say; no emoji codes (a log
+    named 'run:fire:.log' is printed as it is named)."""
+    style: dict[str, Any] = {}
+    if color is Color.always:
+        style = {"force_terminal": True, "no_color": False}  # (the option over NO_COLOR)
+    elif color is Color.never:
+        style = {"color_system": None}
+    return (Console(soft_wrap=False, emoji=False, **style),
+            Console(stderr=True, highlight=False, soft_wrap=True, emoji=False, **style))
+
+
+out, err = _make_consoles()
+
+
+def _consoles(color: Color = Color.auto) -> None:
+    """The consoles for the command now starting (its --color, the width now)."""
+    global out, err
+    out, err = _make_consoles(color)
 
 # choices shown by --help; the names are kept here so that --help loads no reader (a test checks
 # them against the registries)
@@ -83,17 +114,45 @@ ConfigOpt = Annotated[str | None, typer.Option("--config", help="Settings file (
                                                "./losslens.toml, else [tool.losslens] in ./pyproject.toml.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Same as --output-format json.")]
 OutputOpt = Annotated[OutputFormat | None, typer.Option(
-    "--output-format", "-o", help="text (default), json (one report per line), github (workflow "
+    "--output-format", help="text (default), json (one report per line), github (workflow "
     "annotations), junit (XML, a test case per log and detector), sarif (code scanning).")]
-IgnoreOpt = Annotated[str | None, typer.Option("--ignore", help="Finding kinds to leave out, "
-                                               "comma-separated (e.g. spike,plateau).")]
+OutputFileOpt = Annotated[str | None, typer.Option(
+    "--output-file", "-o", help="Write the report to this file instead of standard output.")]
+FailOnOpt = Annotated[Level | None, typer.Option(
+    "--fail-on", help="Exit 1 when a finding is at or above this severity (default: the config's "
+    "fail_on, else error).")]
+ExitZeroOpt = Annotated[bool, typer.Option(
+    "--exit-zero", help="Exit 0 even when findings fail the gate (a log that cannot be read is still 2).")]
+SelectOpt = Annotated[list[str] | None, typer.Option(
+    "--select", help="Run only these finding kinds (repeatable, or comma-separated; see `losslens "
+    "detectors`).")]
+IgnoreOpt = Annotated[list[str] | None, typer.Option(
+    "--ignore", help="Finding kinds to leave out (repeatable, or comma-separated: spike,plateau).")]
+MinSeverityOpt = Annotated[Level | None, typer.Option(
+    "--min-severity", help="Show only findings at or above this severity (the gate still judges "
+    "every finding).")]
+StatisticsOpt = Annotated[bool, typer.Option(
+    "--statistics", help="Count the findings by kind instead of listing them.")]
+BaselineOpt = Annotated[str | None, typer.Option(
+    "--baseline", help="Known findings (a file --write-baseline wrote): they no longer fail the "
+    "gate; a new one does.")]
+WriteBaselineOpt = Annotated[str | None, typer.Option(
+    "--write-baseline", help="Write every finding to this file as the baseline (then judge "
+    "against it).")]
+AllowPartialOpt = Annotated[bool, typer.Option(
+    "--allow-partial", help="Judge a log read short (records lost to a damaged or cut file) on the "
+    "records read, instead of exiting 2.")]
+ShowSettingsOpt = Annotated[bool, typer.Option(
+    "--show-settings", help="Print the settings in effect and where each came from, then exit.")]
+ColorOpt = Annotated[Color, typer.Option(
+    "--color", help="auto: on terminals only (NO_COLOR and FORCE_COLOR honoured); always; never.")]
 MetricOpt = Annotated[list[str] | None, typer.Option(
     "--metric", "-m", help="The column to analyse as the loss (repeatable: the first is the loss, "
     "the others are analysed like it). Default: found by name.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Only results and errors: no summaries, "
                                         "progress or notices on stderr.")]
-VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Also list the files a folder walk "
-                                          "passed over and the checks that could not run.")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Also each log's verdict, the files "
+                                          "a folder walk passed over and the checks that could not run.")]
 SkipOpt = Annotated[bool, typer.Option("--skip-unreadable", help="Pass over logs that cannot be read "
                                        "(still named on stderr) instead of exiting 2.")]
 JobsOpt = Annotated[int | None, typer.Option(
@@ -101,8 +160,9 @@ JobsOpt = Annotated[int | None, typer.Option(
     "the CPU count); the output keeps the order of the logs.")]
 AllOpt = Annotated[bool, typer.Option("--all", help="List every finding (many of one kind are "
                                       "otherwise grouped: the worst few and a count).")]
-Logs = Annotated[list[str], typer.Argument(help="Log files, globs or run folders ('-' reads standard "
-                                           "input; .gz is read transparently).", metavar="LOG...")]
+Logs = Annotated[list[str] | None, typer.Argument(
+    help="Log files, globs or run folders ('-' reads standard input; .gz is read transparently).",
+    metavar="LOG...", show_default=False)]
 
 
 class Terminated(Exception):
@@ -147,6 +207,7 @@ def _writable(*paths: str | None) -> None:
 
 
 def _severity(value: Level | str | None) -> Severity | None:
+    """An option's severity; None when it was not given (never a falsy INFO)."""
     if value is None:
         return None
     try:
@@ -161,25 +222,66 @@ def _output(output_format: OutputFormat | None, json: bool) -> OutputFormat:
     return OutputFormat.json if json else (output_format or OutputFormat.text)
 
 
-def _options(config: str | None, format: Any, ignore: str | None, metric: list[str] | None,
+def _options(config: str | None, format: Any, ignore: list[str] | None, metric: list[str] | None,
              quiet: bool = False, verbose: bool = False, skip_unreadable: bool = False,
-             jobs: int | None = 1) -> Options:
+             jobs: int | None = 1, select: list[str] | None = None) -> Options:
     from losslens.runner import Options
 
     return Options.make(config, format.value if format is not None else None, ignore, metric,
-                        quiet, verbose, skip_unreadable, jobs)
+                        quiet, verbose, skip_unreadable, jobs, select)
 
 
-def _results(logs: list[str], run: Options) -> Iterator[Result]:
+def _gate(run: Options, fail_on: Level | None, *, default: bool = True, exit_zero: bool = False,
+          allow_partial: bool = False, baseline: str | None = None) -> Gate:
+    """The gate a command judges with: ``--fail-on``, else (``default``) the config's fail_on
+    (analyze fails nothing unless --fail-on is given)."""
+    from losslens.baseline import Baseline
+    from losslens.findings import Gate
+
+    level = _severity(fail_on)
+    if level is None and default:
+        level = Severity.parse(run.settings.fail_on)
+    return Gate(level, bool(run.metrics), allow_partial, run.skip_unreadable, exit_zero,
+                Baseline.load(baseline) if baseline is not None else None)
+
+
+def _show_settings(run: Options, format: Any, fail_on: Level | None, select: list[str] | None,
+                   ignore: list[str] | None, metric: list[str] | None, **more: Any) -> None:
+    """--show-settings: every setting in effect and where it came from (ruff's habit), then exit
+    0. The options given on the command line are named by their settings key."""
+    from losslens.config import effective
+
+    given = {"format": format.value if format is not None else None, "fail_on": _value(fail_on),
+             "select": select, "ignore": ignore, "metric": metric, **more}
+    rows = effective(run.settings, {k: v for k, v in given.items() if v is not None})
+    width = max(len(k) for k, _, _ in rows)
+    text = "".join(f"{k:<{width}} = {_toml(v)}  # {where}\n" for k, v, where in rows)
+    print(text, end="", flush=True)
+    raise typer.Exit(ExitCode.OK)
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return repr(value)
+
+
+def _named_logs(logs: list[str] | None) -> list[str]:
+    if not logs:
+        raise UsageError("name at least one log, glob or run folder ('-' reads standard input)")
+    return logs
+
+
+def _results(logs: list[str], run: Options, walk: Walk) -> Iterator[Result]:
     """Each log read and analysed in turn (``runner.results``); one that cannot be read is one
     line on stderr, or with --skip-unreadable a line that says it was skipped."""
     # polars, numpy and the detectors load here, not at start-up (`--help` stays fast)
     from losslens import progress, runner
 
-    walk = runner.walk(logs)
-    if run.verbose:
-        for path, why in walk.ignored:
-            err.print(f"losslens: passed over {path}: {why}", markup=False)
     with _progress_bar(run) as listener, progress.listening(listener):
         for r in runner.results(walk, run, logs):
             if r.skipped:
@@ -187,9 +289,13 @@ def _results(logs: list[str], run: Options) -> Iterator[Result]:
                     err.print(f"losslens: skipped: {r.error}", markup=False)
                 continue
             if r.error is not None:
-                hint = "" if r.explicit else " (--skip-unreadable passes over logs that cannot be read)"
+                hint = ("" if r.explicit or r.usage
+                        else " (--skip-unreadable passes over logs that cannot be read)")
                 err.print(f"losslens: error: {r.error}{hint}", markup=False)
             yield r
+    if run.verbose:
+        for path, why in walk.ignored:
+            err.print(f"losslens: passed over {path}: {why}", markup=False)
 
 
 @contextmanager
@@ -226,15 +332,50 @@ def _progress_bar(run: Options) -> Iterator[Any]:
             bar.stop()
 
 
-def _print(output: Any) -> None:
-    """A reporter's output: a string as is (it carries its line ends), a rich renderable through
-    the console; None is nothing."""
-    if output is None:
-        return
-    if isinstance(output, str):
-        print(output, end="", flush=True)
-    else:
-        out.print(output)
+class Printer:
+    """Where a command's report goes: standard output, or the --output-file. A string is written
+    as it is (it carries its line ends); a rich renderable through a console, without the spaces
+    that pad a table's lines where no terminal shows them. Once the reader of standard output has
+    gone (`| head -1`), the rest is dropped: the command still ends with its verdict."""
+
+    def __init__(self, path: str | None = None):
+        self.path = path
+        self.file: Any = open(path, "w", encoding="utf-8") if path else None  # noqa: SIM115
+        self.gone = False
+
+    def __call__(self, output: Any) -> None:
+        if output is None or self.gone:
+            return
+        if not isinstance(output, str):
+            output = _rendered(output, out if self.file is None else None)
+        try:
+            if self.file is not None:
+                self.file.write(output)
+            else:
+                sys.stdout.write(output)
+                sys.stdout.flush()
+        except BrokenPipeError:
+            self.gone = True
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+
+
+def _rendered(renderable: Any, console: Console | None) -> str:
+    """A renderable as text: as a terminal shows it (colour and all) on a terminal, else plain,
+    each line without its trailing spaces."""
+    if console is not None and console.is_terminal:
+        with console.capture() as cap:
+            console.print(renderable, crop=False)
+        return cap.get()
+    plain = Console(width=out.width, no_color=True, color_system=None, emoji=False, soft_wrap=False,
+                    highlight=False, force_terminal=False, file=io.StringIO())
+    with plain.capture() as cap:
+        plain.print(renderable, crop=False)
+    return "".join(line.rstrip() + "\n" for line in cap.get().splitlines())
 
 
 def _reporter(fmt: OutputFormat, markdown: bool = False) -> Any:
@@ -243,17 +384,129 @@ def _reporter(fmt: OutputFormat, markdown: bool = False) -> Any:
     return REPORTERS["markdown" if markdown and fmt is OutputFormat.text else fmt.value]
 
 
+@dataclass
+class Verdicts:
+    """What the logs of one command came to: each log's judgement, findings by kind (for
+    --statistics and the closing line) and the reports (for --write-baseline)."""
+
+    gate: Gate
+    judgements: list[tuple[Result, Judgement]] = field(default_factory=list)
+
+    def add(self, r: Result) -> Judgement:
+        j = self.gate.judge(r.report, r.error)
+        self.judgements.append((r, j))
+        return j
+
+    @property
+    def code(self) -> ExitCode:
+        return self.gate.exit_code(j for _, j in self.judgements)
+
+    def statistics(self) -> list[tuple[str, int, Severity, int]]:
+        """(kind, findings, worst severity, logs), most findings first."""
+        by: dict[str, list] = {}
+        for r, _ in self.judgements:
+            for f in r.report.findings if r.report is not None else ():
+                n, worst, logs = by.get(f.kind, (0, f.severity, set()))
+                by[f.kind] = [n + 1, max(worst, f.severity), logs | {r.source}]
+        return sorted(((k, n, w, len(logs)) for k, (n, w, logs) in by.items()),
+                      key=lambda x: (-x[1], x[0]))
+
+    def closing(self, walk: Walk) -> str:
+        """The one line a run over several logs ends with: counts, findings by severity, why
+        it exits as it does."""
+        words = {w: sum(j.word is w for _, j in self.judgements) for w in Word}
+        severities = [f.severity for r, _ in self.judgements if r.report is not None
+                      for f in r.report.findings]
+        counts = ", ".join(f"{severities.count(s)} {s}" for s in (Severity.ERROR, Severity.WARNING,
+                                                                   Severity.INFO))
+        code = self.code
+        reason = {ExitCode.OK: "ok", ExitCode.FINDINGS: f"FAIL: a finding at or above {self.gate.describe()}",
+                  ExitCode.ERROR: "ERROR: a log could not be judged"}[code]
+        if code is ExitCode.OK and words[Word.FAIL]:
+            reason = "ok (--exit-zero)"
+        passed = f"; {len(walk.ignored)} passed over (--verbose lists them)" if walk.ignored else ""
+        n = len(self.judgements)
+        return (f"{n} log{'s' if n != 1 else ''}: {words[Word.OK]} ok, {words[Word.FAIL]} FAIL, "
+                f"{words[Word.ERROR]} ERROR{passed}; findings: {counts}; exit {int(code)} ({reason})")
+
+
+def _statistics(verdicts: Verdicts, fmt: OutputFormat) -> str:
+    """--statistics: one line per finding kind (ruff's layout), or one JSON object per kind."""
+    rows = verdicts.statistics()
+    if fmt is OutputFormat.json:
+        from losslens.reporters.jsonl import dumps
+
+        return "".join(dumps({"kind": k, "count": n, "worst": str(w), "logs": logs}) + "\n"
+                       for k, n, w, logs in rows)
+    width = max((len(f"{n}") for _, n, _, _ in rows), default=1)
+    return "".join(f"{n:>{width}}  {k:<16} worst {w!s:<8} in {logs} log(s)\n" for k, n, w, logs in rows)
+
+
+def _shown(r: Result, floor: Severity | None) -> Result:
+    """The result as it is shown: findings below --min-severity left out (the gate judged them)."""
+    if floor is None or r.report is None:
+        return r
+    report = dataclasses.replace(r.report, findings=[f for f in r.report.findings if f.severity >= floor])
+    return dataclasses.replace(r, report=report)
+
+
+def _judge_logs(command: str, logs: list[str], walk: Walk, run: Options, gate: Gate, fmt: OutputFormat,
+                printer: Printer, *, show_all: bool, markdown: bool = False,
+                min_severity: Severity | None = None, statistics: bool = False,
+                write_baseline: str | None = None, each: Any = None) -> tuple[Verdicts, list[Result]]:
+    """Read, analyse, judge and report every log that ``logs`` name (check's and analyze's
+    shared course). ``each(result, judgement)``: what the command says of a log on stderr."""
+    from losslens.reporters.base import Context
+
+    if statistics and fmt not in (OutputFormat.text, OutputFormat.json):
+        raise UsageError("--statistics prints text or json (--output-format text|json)")
+    found: Iterator[Result] = _results(logs, run, walk)
+    if write_baseline is not None:  # every report first: the logs are judged against it
+        from losslens.baseline import Baseline
+
+        every = list(found)
+        base = Baseline.of(write_baseline, [r.report for r in every if r.report is not None])
+        base.write()
+        gate = dataclasses.replace(gate, baseline=base)
+        if not run.quiet:
+            err.print(f"losslens: wrote {write_baseline} ({base.count()} finding(s) of "
+                      f"{len(base.logs)} log(s))", markup=False)
+        found = iter(every)
+    verdicts = Verdicts(gate)
+    reporter = _reporter(fmt, markdown)
+    ctx = Context(command, out.width, show_all, run.verbose, gate)
+    shown: list[Result] = []
+    for r in found:
+        judgement = verdicts.add(r)
+        s = _shown(r, min_severity)
+        shown.append(s)
+        if not statistics:
+            printer(reporter.log(s, ctx))
+        if each is not None:
+            each(r, judgement, gate)
+    printer(_statistics(verdicts, fmt) if statistics else reporter.close(shown, ctx))
+    if walk.several and not run.quiet:
+        err.print(verdicts.closing(walk), markup=False)
+    return verdicts, shown
+
+
 @app.command()
 def analyze(
-    logs: Logs,
+    logs: Logs = None,
     format: FormatOpt = None,
     output_format: OutputOpt = None,
     json: JsonOpt = False,
-    fail_on: Annotated[Level | None, typer.Option("--fail-on", help="Exit 1 when a finding is at "
-                                                  "or above this severity.")] = None,
+    output_file: OutputFileOpt = None,
+    fail_on: FailOnOpt = None,
+    exit_zero: ExitZeroOpt = False,
+    select: SelectOpt = None,
     ignore: IgnoreOpt = None,
     metric: MetricOpt = None,
     config: ConfigOpt = None,
+    min_severity: MinSeverityOpt = None,
+    statistics: StatisticsOpt = False,
+    baseline: BaselineOpt = None,
+    write_baseline: WriteBaselineOpt = None,
     pick: Annotated[bool, typer.Option("--pick", help="Of the logs found, report only the one with "
                                        "the most records (a run folder's main log).")] = False,
     html_out: Annotated[str | None, typer.Option("--html", help="Write a self-contained HTML "
@@ -265,101 +518,164 @@ def analyze(
                                            "comments) instead of the terminal report.")] = False,
     show_all: AllOpt = False,
     skip_unreadable: SkipOpt = False,
+    allow_partial: AllowPartialOpt = False,
     jobs: JobsOpt = None,
+    show_settings: ShowSettingsOpt = False,
+    color: ColorOpt = Color.auto,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Post-mortem report: what was read, and the findings with steps, numbers and a likely cause."""
+    """Post-mortem report: what was read, and the findings with steps, numbers and a likely cause
+    (exit 1 only with --fail-on)."""
     from losslens.reporters import pages
-    from losslens.reporters.base import Context
+    from losslens.runner import walk
 
+    _consoles(color)
     with user_errors():
-        run = _options(config, format, ignore, metric, quiet, verbose, skip_unreadable, jobs)
-        fmt, threshold = _output(output_format, json), _severity(fail_on)
-        _writable(html_out, plot)
+        run = _options(config, format, ignore, metric, quiet, verbose, skip_unreadable, jobs, select)
+        if show_settings:
+            _show_settings(run, format, fail_on, select, ignore, metric)
+        logs = _named_logs(logs)
+        fmt = _output(output_format, json)
+        gate = _gate(run, fail_on, default=False, exit_zero=exit_zero, allow_partial=allow_partial,
+                     baseline=baseline)
+        _writable(html_out, plot, output_file, write_baseline)
         if plot:
             if not plot.lower().endswith(PLOT_SUFFIXES):
                 raise UsageError(f"--plot {plot}: name a .png, .svg or .pdf file")
             _needs("matplotlib", "--plot draws with matplotlib", "plot")
-        results = list(_results(logs, run))
-        if pick:
-            ok = [r for r in results if r.report is not None]
-            results = [max(ok, key=lambda r: int(r.report.steps["count"] or 0) if r.report else 0)] \
-                if ok else results
-        reporter = _reporter(fmt, markdown)
-        ctx = Context("analyze", out.width, show_all, run.verbose,
-                      threshold or Severity.parse(run.settings.fail_on))
-        code = ExitCode.OK
-        for r in results:
-            code = max(code, ExitCode.ERROR if r.report is None else r.report.exit_code(threshold))
-            _print(reporter.log(r, ctx))
-        _print(reporter.close(results, ctx))
+        printer = Printer(output_file)
+        try:
+            if pick:
+                gate, verdicts, results = _picked(logs, run, gate, fmt, printer, show_all, markdown,
+                                                  _severity(min_severity))
+            else:
+                verdicts, results = _judge_logs(
+                    "analyze", logs, walk(logs), run, gate, fmt, printer, show_all=show_all,
+                    markdown=markdown, min_severity=_severity(min_severity), statistics=statistics,
+                    write_baseline=write_baseline)
+        finally:
+            printer.close()
+        for r, j in verdicts.judgements:
+            if j.why is not None and r.report is not None:
+                err.print(f"losslens: error: {j.why}", markup=False)
         for line in pages.write([r for r in results if r.report is not None], html_out, plot):
             if not run.quiet:
                 err.print(f"losslens: wrote {line}", markup=False)
-    raise typer.Exit(code)
+    raise typer.Exit(verdicts.code)
+
+
+def _picked(logs: list[str], run: Options, gate: Gate, fmt: OutputFormat, printer: Printer,
+            show_all: bool, markdown: bool, floor: Severity | None) -> tuple[Gate, Verdicts, list[Result]]:
+    """analyze --pick: of the logs found, the one with the most records, reported alone."""
+    from losslens import runner
+    from losslens.reporters.base import Context
+
+    walk = runner.walk(logs)
+    results = list(_results(logs, run, walk))
+    ok = [r for r in results if r.report is not None]
+    if ok:
+        results = [max(ok, key=lambda r: int(r.report.steps["count"] or 0) if r.report else 0)]
+    verdicts = Verdicts(gate)
+    reporter, ctx = _reporter(fmt, markdown), Context("analyze", out.width, show_all, run.verbose, gate)
+    shown = []
+    for r in results:
+        verdicts.add(r)
+        shown.append(_shown(r, floor))
+        printer(reporter.log(shown[-1], ctx))
+    printer(reporter.close(shown, ctx))
+    return gate, verdicts, shown
+
+
+def _value(level: Level | None) -> str | None:
+    return None if level is None else level.value
 
 
 @app.command()
 def check(
-    logs: Logs,
+    logs: Logs = None,
     format: FormatOpt = None,
     output_format: OutputOpt = None,
     json: JsonOpt = False,
-    fail_on: Annotated[Level | None, typer.Option("--fail-on", help="Exit 1 when a finding is at or "
-                                                  "above this severity (default error).")] = None,
+    output_file: OutputFileOpt = None,
+    fail_on: FailOnOpt = None,
+    exit_zero: ExitZeroOpt = False,
+    select: SelectOpt = None,
     ignore: IgnoreOpt = None,
     metric: MetricOpt = None,
     config: ConfigOpt = None,
+    min_severity: MinSeverityOpt = None,
+    statistics: StatisticsOpt = False,
+    baseline: BaselineOpt = None,
+    write_baseline: WriteBaselineOpt = None,
     show_all: AllOpt = False,
     skip_unreadable: SkipOpt = False,
+    allow_partial: AllowPartialOpt = False,
     jobs: JobsOpt = None,
+    show_settings: ShowSettingsOpt = False,
+    color: ColorOpt = Color.auto,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """The gate: one line per finding, a summary on stderr; exit 0 clean, 1 findings, 2 error
-    (a log that cannot be read, or whose loss cannot be found, is never 'ok')."""
-    from losslens.reporters import text
-    from losslens.reporters.base import Context
-    from losslens.runner import gate, unchecked_loss
+    """The gate: one line per finding, a verdict on stderr; exit 0 clean, 1 findings, 2 error
+    (a log that cannot be read, read short, or whose loss cannot be found, is never 'ok')."""
+    from losslens import runner
+    from losslens.runner import unchecked_loss
 
+    _consoles(color)
     with user_errors():
-        run = _options(config, format, ignore, metric, quiet, verbose, skip_unreadable, jobs)
+        run = _options(config, format, ignore, metric, quiet, verbose, skip_unreadable, jobs, select)
+        if show_settings:
+            _show_settings(run, format, fail_on, select, ignore, metric)
+        logs = _named_logs(logs)
         fmt = _output(output_format, json)
-        threshold = _severity(fail_on) or Severity.parse(run.settings.fail_on)
-        reporter, ctx = _reporter(fmt), Context("check", out.width, show_all, run.verbose, threshold)
-        code = ExitCode.OK
-        rows: list[tuple[str, int | None, Severity | None, str]] = []
-        results = []
-        for r in _results(logs, run):
-            results.append(r)
-            _print(reporter.log(r, ctx))
-            result, why = gate(r, threshold, bool(run.metrics))
-            code = max(code, result)
-            if why is not None:
-                err.print(f"losslens: error: {why}", markup=False)
-            verdict = {ExitCode.OK: "ok", ExitCode.FINDINGS: "FAIL"}.get(result, "ERROR")
-            if (report := r.report) is None:
-                rows.append((r.source, None, None, verdict))
-                continue
+        gate = _gate(run, fail_on, exit_zero=exit_zero, allow_partial=allow_partial, baseline=baseline)
+        _writable(output_file, write_baseline)
+        walk = runner.walk(logs)
+
+        def each(r: Result, j: Judgement, gate: Gate) -> None:
+            """A log's verdict on stderr: always for one log; for several, those not ok (all of
+            them with --verbose)."""
+            if j.why is not None and r.report is not None:
+                err.print(f"losslens: error: {j.why}", markup=False)
+            if (report := r.report) is None or run.quiet or (walk.several and j.word is Word.OK
+                                                              and not run.verbose):
+                return
             worst = report.worst()
-            if not run.quiet:
-                err.print(f"{report.source}: {len(report.findings)} finding(s)"
-                          f"{f', worst {worst}' if worst is not None else ''}; "
-                          f"{report.steps['count']} records; {verdict} (--fail-on {threshold})", markup=False)
-                for note in r.log.lost if r.log is not None else ():  # the answer is on part of it
-                    err.print(f"{report.source}: note: {note}", markup=False)
-                if (thin := unchecked_loss(r, run.settings.registry())) is not None:
-                    err.print(f"{report.source}: note: {thin}", markup=False)
+            err.print(f"{report.source}: {len(report.findings)} finding(s)"
+                      f"{f', worst {worst}' if worst is not None else ''}; "
+                      f"{report.steps['count']} records; {j.word} ({gate.describe()})", markup=False)
+            for note in report.read_errors:  # the answer is on part of it
+                err.print(f"{report.source}: note: {note}", markup=False)
+            if (thin := unchecked_loss(r, run.settings.registry())) is not None:
+                err.print(f"{report.source}: note: {thin}", markup=False)
             if run.verbose:
-                for sk in report.skipped:
-                    err.print(f"{report.source}: could not check {sk.detector} on {sk.metric}: "
-                              f"{sk.reason}", markup=False)
-            rows.append((report.source, len(report.findings), worst, verdict))
-        _print(reporter.close(results, ctx))
-        if len(rows) > 1 and not run.quiet:
-            err.print(text.summary_table(rows))
-    raise typer.Exit(code)
+                for line in _could_not_check(report):
+                    err.print(f"{report.source}: {line}", markup=False)
+
+        printer = Printer(output_file)
+        try:
+            verdicts, _ = _judge_logs("check", logs, walk, run, gate, fmt, printer, show_all=show_all,
+                                      min_severity=_severity(min_severity), statistics=statistics,
+                                      write_baseline=write_baseline, each=each)
+        finally:
+            printer.close()
+    raise typer.Exit(verdicts.code)
+
+
+def _could_not_check(report: Report) -> list[str]:
+    """The checks that could not run, each once (with its segment where the log has several)."""
+    seen: dict[str, None] = {}
+    for sk in report.skipped:
+        where = f" in segment {sk.segment}" if report.segments > 1 else ""
+        seen.setdefault(f"could not check {sk.detector} on {sk.metric}{where}: {sk.reason}")
+    return list(seen)
+
+
+class WatchFormat(StrEnum):
+    """watch --output-format: a live view, or one JSON object per alert event."""
+    text = "text"
+    json = "json"
 
 
 @app.command()
@@ -368,48 +684,59 @@ def watch(
                                        "folder: the log in it with the most records).",
                                        metavar="LOG|-")],
     format: FormatOpt = None,
-    output_format: Annotated[OutputFormat | None, typer.Option(
-        "--output-format", "-o", help="text (a live view) or json (one object per alert event).")] = None,
+    output_format: Annotated[WatchFormat | None, typer.Option(
+        "--output-format", help="text (a live view) or json (one object per alert event).")] = None,
     json: Annotated[bool, typer.Option("--json", help="Same as --output-format json.")] = False,
     exit_on: Annotated[Level | None, typer.Option(
         "--exit-on", help="Exit 1 at the first announced finding at or above this severity "
         "(default: [watch] exit_on in the config; else follow until stopped).")] = None,
     fail_on: Annotated[Level | None, typer.Option(
         "--fail-on", help="At the end (end of stdin), exit 1 if a finding at or above this severity "
-        "was announced (default error).")] = None,
+        "was announced (default: the config's fail_on, else error).")] = None,
+    wait: Annotated[bool, typer.Option(
+        "--wait", "-F", help="Wait for a log that is not there yet, as `tail -F` (without it, a "
+        "missing log is an error at once).")] = False,
     tail: Annotated[int | None, typer.Option(
         "--tail", "-n", min=0, help="Start at the last N lines of the file there now (as `tail -n`); "
         "the lines before are counted, not read. Default: the whole file.")] = None,
     from_end: Annotated[bool, typer.Option(
         "--from-end", help="Start at the end of the file there now (same as --tail 0).")] = False,
+    select: SelectOpt = None,
     ignore: IgnoreOpt = None,
     metric: MetricOpt = None,
     config: ConfigOpt = None,
+    show_settings: ShowSettingsOpt = False,
+    color: ColorOpt = Color.auto,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Follow a live log (tail -F: waits for it, survives rotation and truncation) and alert."""
+    """Follow a live log (tail -F: survives rotation and truncation; --wait waits for it) and alert."""
     from losslens.reporters import live
     from losslens.watch import Verdict, Watcher, follow, followable
 
+    _consoles(color)
     with user_errors():
-        run = _options(config, format, ignore, metric, quiet, verbose)
-        fmt = _output(output_format, json)
-        if fmt not in (OutputFormat.text, OutputFormat.json):
-            raise UsageError("watch writes text or json (--output-format text|json)")
+        run = _options(config, format, ignore, metric, quiet, verbose, select=select)
+        if show_settings:
+            _show_settings(run, format, fail_on, select, ignore, metric, **{"watch.exit_on": _value(exit_on)})
+        fmt = WatchFormat.json if json else (output_format or WatchFormat.text)
+        if json and output_format is WatchFormat.text:
+            raise UsageError("--json and --output-format text disagree: pass one")
         w = run.settings.watch
-        exit_at = _severity(exit_on) or _severity(w["exit_on"] or None)
-        fail_at = _severity(fail_on) or Severity.parse(run.settings.fail_on)
+        exit_at = _severity(exit_on)
+        if exit_at is None:
+            exit_at = _severity(w["exit_on"] or None)
+        gate = _gate(run, fail_on)
         if log != "-" and os.path.isdir(log):
             log = _folder_log(log, run)
         start = 0 if from_end else tail
-        followable(log, run.fmt, start)
+        followable(log, run.fmt, start, wait)
         watcher = Watcher("<stdin>" if log == "-" else log, run.format,
                           run.settings.registry(), run.ignore, window=w["window"],
                           confirm=w["confirm"], cooldown_s=w["cooldown_s"], metrics=run.metrics)
-        view = live.View(watcher, json=fmt is OutputFormat.json, console=out, err=err, quiet=run.quiet)
+        view = live.View(watcher, json=fmt is WatchFormat.json, console=out, err=err, quiet=run.quiet)
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
-    verdict = Verdict(exit_at, fail_at)
+    verdict = Verdict(exit_at, gate, log)
     try:
         with user_errors():
             with closing(follow(log, watcher, w["interval_s"], w["confirm"], start)) as analyses:
@@ -420,13 +747,18 @@ def watch(
                     if verdict.see(events):
                         break
     except (KeyboardInterrupt, Terminated) as exc:
+        watcher.finish_input()  # the lines still waiting for their format: read, so all are accounted
         view.summary(interrupted=True)
         raise typer.Exit(ExitCode.TERMINATED if isinstance(exc, Terminated)
                          else ExitCode.INTERRUPTED) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
+    watcher.finish_input()
     view.summary(interrupted=False)
-    raise typer.Exit(verdict.code)
+    final = verdict.final(watcher.report, watcher.acc.total)
+    if final.why is not None:
+        err.print(f"losslens: error: {final.why}", markup=False)
+    raise typer.Exit(verdict.gate.exit_code([final]))
 
 
 def _stdout_gone() -> None:
@@ -595,7 +927,7 @@ def replay(
 
             print(jsonl.dumps(result.summary))
         else:
-            out.print(replay_view.render(result.summary))
+            Printer()(replay_view.render(result.summary, out.width))
 
 
 def _write_frame(frame, path: str) -> None:
@@ -604,31 +936,38 @@ def _write_frame(frame, path: str) -> None:
 
 @app.command()
 def scan(
-    roots: Annotated[list[str], typer.Argument(help="Folders of run folders (each run's logs below "
-                                               "it), or URLs (s3://, gs://, file://) with fsspec's "
-                                               "backend installed.", metavar="ROOT...")],
+    roots: Annotated[list[str] | None, typer.Argument(
+        help="Folders of run folders (each run's logs below it), or URLs (s3://, gs://, file://) with "
+        "fsspec's backend installed.", metavar="ROOT...", show_default=False)] = None,
     out_path: Annotated[str, typer.Option("--out", help="The table, a row per log and per finding "
                                           "(.parquet; a .csv twin beside it; the state in "
                                           "NAME.scan-state.jsonl).")] = "findings.parquet",
     since: Annotated[str | None, typer.Option("--since", help="Only logs modified in this last "
                                               "while: 7d, 12h, 30m, 2w.")] = None,
-    fail_on: Annotated[Level | None, typer.Option("--fail-on", help="Exit 1 when a finding is at or "
-                                                  "above this severity (default error).")] = None,
+    fail_on: FailOnOpt = None,
+    exit_zero: ExitZeroOpt = False,
     dask: Annotated[str | None, typer.Option("--dask", help="Run on a Dask cluster: a scheduler "
                                              "address (tcp://host:8786), or 'local' for a local "
                                              "cluster of --jobs workers (needs the fleet extra).")] = None,
     rescan: Annotated[bool, typer.Option("--rescan", help="Read every log again, whatever the state "
                                          "file says.")] = False,
     format: FormatOpt = None,
+    select: SelectOpt = None,
     ignore: IgnoreOpt = None,
     metric: MetricOpt = None,
     config: ConfigOpt = None,
+    baseline: BaselineOpt = None,
     skip_unreadable: Annotated[bool, typer.Option("--skip-unreadable", help="Logs that cannot be read "
                                                   "stay rows with their error but do not make the "
                                                   "exit code 2.")] = False,
+    allow_partial: AllowPartialOpt = False,
     jobs: JobsOpt = None,
+    output_format: OutputOpt = None,
     json: Annotated[bool, typer.Option("--json", help="The summary as one JSON object on stdout (the "
-                                       "rows are in the table).")] = False,
+                                       "rows are in the table); same as --output-format json.")] = False,
+    output_file: OutputFileOpt = None,
+    show_settings: ShowSettingsOpt = False,
+    color: ColorOpt = Color.auto,
     quiet: QuietOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every log that could not be "
                                           "read (the summary shows the first 5).")] = False,
@@ -638,18 +977,24 @@ def scan(
     from losslens import scan as fleet
     from losslens.reporters import scan_view
 
+    _consoles(color)
     with user_errors():
-        run = _options(config, format, ignore, metric, quiet, verbose, skip_unreadable, jobs)
-        threshold = _severity(fail_on) or Severity.parse(run.settings.fail_on)
+        run = _options(config, format, ignore, metric, quiet, verbose, skip_unreadable, jobs, select)
+        if show_settings:
+            _show_settings(run, format, fail_on, select, ignore, metric)
+        if not roots:
+            raise UsageError("name at least one folder of runs (or a URL)")
+        fmt = _output(output_format, json)
+        gate = _gate(run, fail_on, exit_zero=exit_zero, allow_partial=allow_partial, baseline=baseline)
         where = fleet.outputs(out_path)
         os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)  # (a nightly job's folder)
-        _writable(*(str(p) for p in where.values()))
+        _writable(*(str(p) for p in where.values()), output_file)
         if dask is not None:
             _needs("distributed", "--dask runs on a Dask cluster", "fleet")
         progress = _scan_progress(run)
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
         try:
-            result = fleet.scan(roots, run, out_path, threshold, fleet.parse_since(since), dask, rescan,
+            result = fleet.scan(roots, run, out_path, gate, fleet.parse_since(since), dask, rescan,
                                 on_row=progress)
         except (KeyboardInterrupt, Terminated) as exc:
             err.print(f"losslens: interrupted: the logs scanned so far are kept in {where['state']}; "
@@ -658,12 +1003,25 @@ def scan(
                              else ExitCode.INTERRUPTED) from None
         finally:
             signal.signal(signal.SIGTERM, previous)
-        if json:
-            from losslens.reporters.jsonl import dumps
+        printer = Printer(output_file)
+        try:
+            if fmt is OutputFormat.json:
+                from losslens.reporters.jsonl import dumps
 
-            print(dumps(scan_view.summary(result)))
-        elif not run.quiet:
-            out.print(scan_view.render(result, run.verbose))
+                printer(dumps(scan_view.summary(result)) + "\n")
+            elif fmt is OutputFormat.text:
+                if not run.quiet or output_file:
+                    printer(scan_view.render(result, run.verbose))
+            else:
+                from losslens.reporters.base import Context
+
+                reporter, ctx = _reporter(fmt), Context("scan", out.width, False, run.verbose, gate)
+                found = fleet.outcomes(result)
+                for o in found:
+                    printer(reporter.log(o, ctx))
+                printer(reporter.close(found, ctx))
+        finally:
+            printer.close()
     raise typer.Exit(result.exit_code)
 
 
@@ -735,7 +1093,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main_options(
-    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+    version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True,
                                           help="Print the version and exit.")] = False,
 ) -> None:
     """Read training logs and say, with evidence, when the run is sick."""

@@ -15,6 +15,7 @@ from losslens.errors import UsageError
 TOP: dict[str, tuple[Any, type, str]] = {
     "format": ("auto", str, "log format, or auto to detect it from the content"),
     "fail_on": ("error", str, "check/watch: the severity that fails (info, warning, error)"),
+    "select": ([], list, "finding kinds to run (empty: every kind), as --select"),
     "ignore": ([], list, "finding kinds to leave out"),
     "metric": ([], list, "the column(s) to analyse as the loss (the first is the loss), as --metric"),
 }
@@ -40,11 +41,13 @@ class Settings:
     ``registry()`` builds the detectors with their overrides."""
     format: str = "auto"
     fail_on: str = "error"
+    select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
     metric: list[str] = field(default_factory=list)
     watch: dict[str, Any] = field(default_factory=lambda: {k: v[0] for k, v in WATCH.items()})
     detectors: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> overrides
     source: str = "built-in defaults"
+    given: set[str] = field(default_factory=set)  # the keys the file set ('watch.window', ...)
 
     def registry(self) -> tuple:
         """The detector registry with this file's parameters."""
@@ -98,11 +101,13 @@ def parse(data: dict[str, Any], where: str) -> Settings:
     for key, value in data.items():
         if key in TOP:
             setattr(s, key, _check(key, value, TOP[key][0], where))
+            s.given.add(key)
         elif key == "watch" and isinstance(value, dict):
             for k, v in value.items():
                 if k not in WATCH:
                     raise UsageError(f"unknown key 'watch.{k}' (known: {', '.join(WATCH)})", source=where)
                 s.watch[k] = _check(f"watch.{k}", v, WATCH[k][0], where)
+                s.given.add(f"watch.{k}")
         elif key == "detectors" and isinstance(value, dict):
             for name, table in value.items():
                 if name not in params or not isinstance(table, dict):
@@ -114,6 +119,7 @@ def parse(data: dict[str, Any], where: str) -> Settings:
                                          f"{', '.join(params[name])})", source=where)
                     s.detectors.setdefault(name, {})[k] = _check(f"detectors.{name}.{k}", v,
                                                                  params[name][k], where)
+                    s.given.add(f"detectors.{name}.{k}")
         else:
             raise UsageError(f"unknown key {key!r} (known: {', '.join([*TOP, 'watch', 'detectors'])})",
                              source=where)
@@ -166,6 +172,27 @@ def _read(path: Path) -> dict[str, Any]:
         raise UsageError(f"invalid TOML: {exc}", source=str(path), line=line) from None
     except OSError as exc:
         raise UsageError(f"cannot read config: {exc.strerror}", source=str(path)) from None
+
+
+def effective(settings: Settings, cli: dict[str, Any]) -> list[tuple[str, Any, str]]:
+    """Every setting in effect as (key, value, where it came from): the command line (``cli``:
+    the options given, by key), the settings file, or the built-in default."""
+    params = detector_parameters()
+    rows: list[tuple[str, Any, str]] = []
+
+    def add(key: str, value: Any) -> None:
+        where = ("command line" if key in cli else settings.source if key in settings.given
+                 else "built-in default")
+        rows.append((key, cli.get(key, value), where))
+
+    for key in TOP:
+        add(key, getattr(settings, key))
+    for key in WATCH:
+        add(f"watch.{key}", settings.watch[key])
+    for name, defaults in params.items():
+        for key, default in defaults.items():
+            add(f"detectors.{name}.{key}", settings.detectors.get(name, {}).get(key, default))
+    return rows
 
 
 def reference() -> str:

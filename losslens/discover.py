@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,13 @@ class Walk:
     targets: list[Target] = field(default_factory=list)
     ignored: list[tuple[str, str]] = field(default_factory=list)
     unlisted: list[tuple[str, str]] = field(default_factory=list)  # folders that could not be listed
+    searched: bool = False  # a folder was walked or a pattern matched: it may find several logs
+
+    @property
+    def several(self) -> bool:
+        """Several logs were named, or may have been found (each is then said only when it is not
+        ok, and one line closes the run)."""
+        return self.searched or len(self.targets) + len(self.unlisted) > 1
 
 
 def expand(paths: list[str]) -> Walk:
@@ -49,11 +57,13 @@ def expand(paths: list[str]) -> Walk:
             if _is_run_folder(Path(p)):
                 walk.targets.append(Target(p, True))
             else:
+                walk.searched = True
                 _logs_in(Path(p), walk)
         elif any(ch in p for ch in "*?["):
             found = [f for f in sorted(glob.glob(p, recursive=True)) if os.path.isfile(f)]
             # a pattern that matches nothing is a missing file: the reader says so (exit 2)
             walk.targets += [Target(f, True) for f in found] or [Target(p, True)]
+            walk.searched |= bool(found)
         else:
             walk.targets.append(Target(p, True))  # missing: the reader says so
     return walk
@@ -71,6 +81,7 @@ def _logs_in(folder: Path, walk: Walk) -> None:
     one each; TensorBoard event files are found by name. Links are followed only to files inside
     the folder (a link out of it is passed over: name the file to read it)."""
     inside = os.path.realpath(folder) + os.sep
+    outputs = _outputs()
 
     def unlisted(exc: OSError) -> None:  # a folder we may not read may hold logs: never silent
         walk.unlisted.append((exc.filename or str(folder), f"cannot list the folder: {exc.strerror or exc}"))
@@ -89,10 +100,72 @@ def _logs_in(folder: Path, walk: Walk) -> None:
             linked_out = os.path.islink(path) and not os.path.realpath(path).startswith(inside)
             why = "a link to a file outside the folder (name it to read it)" if linked_out else \
                 _not_a_log(path, name)
+            if why is None and outputs and _identity(path) in outputs:
+                why = "the file this command's output is being written to"
             if why is None:
                 walk.targets.append(Target(path, False))
             else:
                 walk.ignored.append((path, why))
+    _one_state_per_run(walk)
+
+
+def _outputs() -> set[tuple[int, int]]:
+    """The files standard output and standard error are being written to (`check . > report.txt`
+    creates report.txt before the walk finds it)."""
+    found = set()
+    for fd in (1, 2):
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            found.add((st.st_dev, st.st_ino))
+    return found
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+CHECKPOINT = re.compile(r"^checkpoint-\d+$")
+
+
+def _one_state_per_run(walk: Walk) -> None:
+    """A Hugging Face run's ``trainer_state.json`` files (one in each ``checkpoint-N`` folder, one
+    in the output folder at the end) are one run: each holds the history up to it, so only the
+    one holding the most (the largest file) is read; the others are passed over, said why."""
+    runs: dict[str, list[Target]] = {}
+    for t in walk.targets:
+        p = Path(t.path)
+        if p.name != "trainer_state.json":
+            continue
+        run = p.parent.parent if CHECKPOINT.match(p.parent.name) else p.parent
+        runs.setdefault(str(run), []).append(t)
+    dropped: set[str] = set()
+    for states in runs.values():
+        if len(states) < 2:
+            continue
+        latest = max(states, key=_history_size)
+        for t in states:
+            if t is not latest:
+                dropped.add(t.path)
+                walk.ignored.append((t.path, f"an earlier state of the same run ({latest.path} holds the "
+                                             "later history)"))
+    walk.targets = [t for t in walk.targets if t.path not in dropped]
+
+
+def _history_size(t: Target) -> tuple[int, int]:
+    """The larger file holds the longer history; then the later checkpoint."""
+    try:
+        size = os.path.getsize(t.path)
+    except OSError:
+        size = -1
+    step = re.search(r"checkpoint-(\d+)", t.path)
+    return size, int(step.group(1)) if step else -1
 
 
 def _not_a_log(path: str, name: str, head: Callable[[int], bytes] | None = None) -> str | None:

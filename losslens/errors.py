@@ -31,6 +31,11 @@ class FormatError(LossLensError):
     """The log was read but holds no record in the requested or detected format."""
 
 
+class NotALog(FormatError):
+    """The file holds no log by its content (empty, prose, no known format): a folder walk passes
+    over it (listed under --verbose); named explicitly, it is an error like any other."""
+
+
 class UsageError(LossLensError):
     """Bad option values (unknown format, bad threshold)."""
 

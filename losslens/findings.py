@@ -1,11 +1,32 @@
-"""Results: findings, skipped checks, the per-log report and the exit code it implies."""
+"""Results: findings, skipped checks, the per-log report, and the gate's verdict on them.
+
+The verdict is owned here, in one place: from what was read and found, and the options that
+judge it, to an exit code and the word a person reads (``ok``, ``FAIL``, ``ERROR``). Every
+command that judges logs asks a ``Gate``: ``check``, ``analyze --fail-on``, ``scan``,
+``watch``, the CI reporters (JUnit, SARIF, GitHub) and ``Report.exit_code``. A rule changed
+here is changed for all of them.
+
+The rules, in order, for one log:
+
+1. It could not be read: ``ERROR`` (2).
+2. A finding at or above ``fail_on`` that the baseline does not accept: ``FAIL`` (1).
+3. It was read short (records lost to a damaged or cut file) and partial reads are not allowed:
+   ``ERROR`` (2), its findings still reported.
+4. No column could be taken as the loss, and ``--metric`` named none: ``ERROR`` (2).
+5. Otherwise ``ok`` (0).
+
+Over several logs the exit code is the worst of theirs; a log passed over with
+``--skip-unreadable`` counts for nothing. ``--exit-zero`` turns a ``FAIL`` into exit 0 (the
+report is unchanged) but never an ``ERROR``: input that could not be read is never a pass.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from enum import IntEnum
-from typing import Any
+from enum import IntEnum, StrEnum
+from typing import Any, Protocol
 
 SCHEMA = "losslens.report/1"
 
@@ -25,6 +46,10 @@ class Severity(IntEnum):
 
     def __str__(self) -> str:
         return self.name.lower()
+
+    def __bool__(self) -> bool:
+        # INFO's value is 0: without this, `given or default` would drop it as "not given"
+        return True
 
 
 class ExitCode(IntEnum):
@@ -73,6 +98,7 @@ class Skipped:
     detector: str
     metric: str
     reason: str
+    segment: int = 0  # the restart segment of the series it could not check
 
 
 @dataclass(frozen=True)
@@ -80,9 +106,10 @@ class Report:
     """What ``losslens.analyze`` returns for one log: what was read (``lines`` with their
     accounting, ``steps``, ``metrics``, ``segments``), which column was taken as the loss and why
     (``loss``), the ``findings`` (sorted: worst first, then by step), the checks that could not
-    run (``skipped``) and the reader's ``notes``. ``exit_code(fail_on)`` is what `check` exits
-    with; ``as_dict()`` is the contract's JSON. In a notebook it shows itself as the HTML page's
-    head (``_repr_html_``)."""
+    run (``skipped``), the reader's ``notes`` and, among them, ``read_errors``: what the read
+    could not take (records lost to a damaged or cut file). ``exit_code(fail_on)`` is what
+    ``losslens check --fail-on`` exits with for this log alone; ``as_dict()`` is the contract's
+    JSON. In a notebook it shows itself as the HTML page's head (``_repr_html_``)."""
 
     source: str
     format: str
@@ -96,15 +123,15 @@ class Report:
     skipped: list[Skipped] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     loss: dict[str, str] | None = None  # {"column": as the log names it, "why": ...}
+    read_errors: list[str] = field(default_factory=list)
 
     def worst(self) -> Severity | None:
         return max((f.severity for f in self.findings), default=None)
 
-    def exit_code(self, fail_on: Severity | None) -> ExitCode:
-        if fail_on is None:
-            return ExitCode.OK
-        worst = self.worst()
-        return ExitCode.FINDINGS if worst is not None and worst >= fail_on else ExitCode.OK
+    def exit_code(self, fail_on: Severity = Severity.ERROR, forced_metrics: bool = False) -> ExitCode:
+        """What ``losslens check --fail-on LEVEL`` exits with for this log (``forced_metrics``: as
+        with ``--metric``); the gate's rules are in ``losslens.verdict``."""
+        return Gate(fail_on, forced_metrics).judge(self).code
 
     def _repr_html_(self) -> str:
         from losslens.reporters.html import section
@@ -121,7 +148,21 @@ class Report:
                 "findings": [f.as_dict() for f in self.findings],
                 "skipped": [{"detector": k.detector, "metric": k.metric, "reason": k.reason}
                             for k in self.skipped],
-                "notes": list(self.notes)}
+                "notes": list(self.notes), "read_errors": list(self.read_errors)}
+
+
+def steps_text(first: int | None, last: int | None) -> str:
+    """'step 14257', or 'steps 144-349' (a plain '-', as grep users type it; a single step once)."""
+    if first is None or last is None:
+        return "no steps"
+    return f"step {first}" if first == last else f"steps {first}-{last}"
+
+
+def step_range(first: int | None, last: int | None) -> str:
+    """'14257' or '144-349': the steps of a range without the word."""
+    if first is None or last is None:
+        return "-"
+    return f"{first}" if first == last else f"{first}-{last}"
 
 
 def jsonable(obj: Any) -> Any:
@@ -141,3 +182,111 @@ def jsonable(obj: Any) -> Any:
     if not math.isfinite(f):
         return None
     return int(f) if hasattr(obj, "is_integer") and type(obj).__name__.startswith("int") else f
+
+
+class Known(Protocol):
+    """Findings accepted as known (``losslens.baseline.Baseline`` is one): they do not fail."""
+
+    path: str
+
+    def accepts(self, source: str, f: Finding) -> bool: ...
+
+
+class Word(StrEnum):
+    """What a person reads for one log."""
+
+    OK = "ok"
+    FAIL = "FAIL"
+    ERROR = "ERROR"
+
+    @property
+    def code(self) -> ExitCode:
+        return {Word.OK: ExitCode.OK, Word.FAIL: ExitCode.FINDINGS, Word.ERROR: ExitCode.ERROR}[self]
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One log's verdict: its word, and why when it is an ERROR of a log that was read (no loss
+    column, read short), as a line for stderr. ``failing``: the findings that failed it."""
+
+    word: Word
+    why: str | None = None
+    failing: tuple[Finding, ...] = ()
+
+    @property
+    def code(self) -> ExitCode:
+        return self.word.code
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The options that judge a log.
+
+    ``fail_on``: the least severity that fails (None: nothing fails, as ``analyze`` without
+    ``--fail-on``, which still says ERROR for a log it could not read). ``forced_metrics``:
+    ``--metric`` named the loss. ``allow_partial``: a log read short is judged on what was read
+    (``--skip-unreadable`` allows it too). ``exit_zero``: findings never make the exit code 1.
+    ``baseline``: findings it accepts do not fail."""
+
+    fail_on: Severity | None = Severity.ERROR
+    forced_metrics: bool = False
+    allow_partial: bool = False
+    skip_unreadable: bool = False
+    exit_zero: bool = False
+    baseline: Known | None = None
+
+    def fails(self, severity: Severity | None) -> bool:
+        """A finding of this severity fails the gate (before the baseline)."""
+        return severity is not None and self.fail_on is not None and severity >= self.fail_on
+
+    def failing(self, source: str, findings: Iterable[Finding]) -> tuple[Finding, ...]:
+        """The findings of ``source`` that fail the gate: at or above ``fail_on``, and not
+        accepted by the baseline."""
+        # (no loss column is the log's ERROR below, not a finding that fails it)
+        out = [f for f in findings if self.fails(f.severity) and f.kind != "no_loss_metric"]
+        if self.baseline is not None:
+            out = [f for f in out if not self.baseline.accepts(source, f)]
+        return tuple(out)
+
+    def judge(self, report: Report | None, error: str | None = None) -> Judgement:
+        """One log's verdict: ``report`` None when it could not be read (``error`` says why)."""
+        if report is None:
+            return Judgement(Word.ERROR, error)
+        return self.judge_parts(report.source, report.findings, report.loss is not None,
+                                report.read_errors)
+
+    def judge_parts(self, source: str, findings: Sequence[Finding], loss_known: bool,
+                    read_errors: Sequence[str] = ()) -> Judgement:
+        """``judge`` from a log's parts (``scan`` keeps rows, not reports)."""
+        failing = self.failing(source, findings)
+        if failing:
+            return Judgement(Word.FAIL, None, failing)
+        if read_errors and not (self.allow_partial or self.skip_unreadable):
+            return Judgement(Word.ERROR, f"{source}: read short: {read_errors[0]} (the records read "
+                             "were analysed; --allow-partial judges them alone)")
+        if not loss_known and not self.forced_metrics and self.fail_on is not None:
+            why = next((f.summary for f in findings if f.kind == "no_loss_metric"),
+                       "no loss metric found; pass --metric NAME to choose the loss")
+            return Judgement(Word.ERROR, f"{source}: {why}")
+        return Judgement(Word.OK)
+
+    def exit_code(self, judgements: Iterable[Judgement | None]) -> ExitCode:
+        """The exit code over several logs (None: a log passed over with --skip-unreadable)."""
+        code = ExitCode.OK
+        for j in judgements:
+            if j is None:
+                continue
+            c = j.code
+            if c is ExitCode.FINDINGS and self.exit_zero:
+                c = ExitCode.OK
+            code = max(code, c)
+        return ExitCode(code)
+
+    def describe(self) -> str:
+        """The gate's settings as the closing line says them: '--fail-on warning, 3 baselined'."""
+        parts = [f"--fail-on {self.fail_on}" if self.fail_on is not None else "no --fail-on"]
+        if self.exit_zero:
+            parts.append("--exit-zero")
+        if self.baseline is not None:
+            parts.append(f"baseline {self.baseline.path}")
+        return ", ".join(parts)

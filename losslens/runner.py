@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from losslens.discover import expand
-from losslens.errors import LossLensError, UsageError
-from losslens.findings import ExitCode, Severity
+from losslens.errors import LossLensError, NotALog, UsageError
 
 if TYPE_CHECKING:
     from losslens.discover import Walk
@@ -35,9 +34,10 @@ class Options:
     jobs: int = 1  # processes reading and analysing logs (several logs only)
 
     @classmethod
-    def make(cls, config: str | None, fmt: str | None, ignore: str | None, metric: list[str] | None,
-             quiet: bool = False, verbose: bool = False, skip_unreadable: bool = False,
-             jobs: int | None = 1) -> Options:
+    def make(cls, config: str | None, fmt: str | None, ignore: list[str] | str | None,
+             metric: list[str] | None, quiet: bool = False, verbose: bool = False,
+             skip_unreadable: bool = False, jobs: int | None = 1,
+             select: list[str] | None = None) -> Options:
         """From the command's options; the settings file fills what they leave out."""
         from losslens.config import load
         from losslens.logs.registry import check_format
@@ -49,7 +49,7 @@ class Options:
         check_format(fmt)
         if jobs is not None and jobs < 1:
             raise UsageError(f"--jobs must be >= 1, got {jobs}")
-        return cls(settings, fmt, ignore_kinds(ignore, settings), tuple(metric or settings.metric),
+        return cls(settings, fmt, left_out(select, ignore, settings), tuple(metric or settings.metric),
                    quiet, verbose, skip_unreadable, jobs or default_jobs())
 
     @property
@@ -58,24 +58,39 @@ class Options:
         return None if self.fmt == "auto" else self.fmt
 
 
-def ignore_kinds(value: str | None, settings: Any) -> frozenset[str]:
-    """``--ignore spike,plateau`` (else the settings' ``ignore``), each a known finding kind."""
+def kinds_named(values: list[str] | str | None, option: str) -> frozenset[str]:
+    """Finding kinds as an option gives them (repeated, or comma-separated), each a known one."""
     from losslens.detectors import REGISTRY
 
-    given = settings.ignore if value is None else value.split(",")
-    kinds = frozenset(k.strip() for k in given if k.strip())
+    if values is None:
+        return frozenset()
+    given = [values] if isinstance(values, str) else values
+    kinds = frozenset(k.strip() for v in given for k in v.split(",") if k.strip())
     known = {d.name for d in REGISTRY}
     unknown = sorted(kinds - known)
     if unknown:
-        raise UsageError(f"unknown finding kind(s) for --ignore: {', '.join(unknown)} "
+        raise UsageError(f"unknown finding kind(s) for {option}: {', '.join(unknown)} "
                          f"(known: {', '.join(sorted(known))})")
     return kinds
+
+
+def left_out(select: list[str] | None, ignore: list[str] | str | None, settings: Any) -> frozenset[str]:
+    """The finding kinds not to run: all but ``--select`` (else the settings' ``select``; empty:
+    all), and ``--ignore`` (else the settings' ``ignore``)."""
+    from losslens.detectors import REGISTRY
+
+    chosen = kinds_named(select if select is not None else settings.select, "--select")
+    dropped = kinds_named(ignore if ignore is not None else settings.ignore, "--ignore")
+    if chosen:
+        dropped |= {d.name for d in REGISTRY} - chosen
+    return frozenset(dropped)
 
 
 @dataclass(frozen=True)
 class Result:
     """One log: its data and report, or why it could not be read (``error``); ``skipped`` when
-    --skip-unreadable passed over it; ``explicit`` when it was named, not found by a walk."""
+    --skip-unreadable passed over it; ``explicit`` when it was named, not found by a walk;
+    ``usage`` when the error is the options' (a --metric the log lacks), not the log's."""
 
     source: str
     log: LogData | None
@@ -83,6 +98,8 @@ class Result:
     error: str | None = None
     skipped: bool = False
     explicit: bool = True
+    usage: bool = False
+    seconds: float = 0.0  # the time its reading and analysis took
 
 
 def default_jobs() -> int:
@@ -95,21 +112,35 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
-Analysed = tuple["LogData | None", "Report | None", "str | None"]  # data, report, or why not
+# (data, report, None, None, seconds), or (None, None, why not, what kind of error, seconds): "not
+# a log" for a file that is not a log by its content, "usage" for the options', "read" for the rest
+Analysed = tuple["LogData | None", "Report | None", "str | None", "str | None", float]
 
 
 def analyse_one(path: str, options: Options) -> Analysed:
-    """One log read and analysed: (its data, its report, None), or (None, None, why it could not
-    be read). Runs in the calling process or in a worker (--jobs)."""
+    """One log read and analysed, or why it could not be. Runs in the calling process or in a
+    worker (--jobs)."""
+    import time
+
     from losslens.analysis import analyze_log
     from losslens.logs import read_log
 
+    started = time.perf_counter()
     try:
         log, report = analyze_log(read_log(path, options.format), options.settings.registry(),
                                   options.ignore, options.metrics)
     except LossLensError as exc:
-        return None, None, str(exc)
-    return log, report, None
+        kind = "not a log" if isinstance(exc, NotALog) else "usage" if isinstance(exc, UsageError) else "read"
+        return None, None, str(exc), kind, time.perf_counter() - started
+    return log, report, None, None, time.perf_counter() - started
+
+
+def not_a_log(report: Report) -> str | None:
+    """Why a log a folder walk found is not a run's log by its content, or None: it holds no
+    training record and at most one evaluation (an evaluation summary such as eval_results.txt)."""
+    if report.steps["count"] or report.eval_records > 1:
+        return None
+    return "a summary, not a log (no training records; at most one evaluation record)"
 
 
 def _analysed(paths: list[str], options: Options) -> Iterator[Analysed]:
@@ -132,41 +163,40 @@ def _analysed(paths: list[str], options: Options) -> Iterator[Analysed]:
 def results(found: Walk, options: Options, names: list[str]) -> Iterator[Result]:
     """Each log of the walk read and analysed, in the walk's order (over ``options.jobs``
     processes when there are several). A log that cannot be read is a Result with its error
-    (``skipped`` with --skip-unreadable); a walk that finds no log, or none that could be read, is
-    a UsageError."""
+    (``skipped`` with --skip-unreadable). A file the walk found that is not a log by its content
+    (empty, prose, a summary) is added to ``found.ignored`` instead. A walk that finds no log, or
+    none that could be read, is a UsageError."""
     if not found.targets and not found.unlisted:
-        passed = (f" ({len(found.ignored)} file(s) passed over as not logs; --verbose lists them)"
-                  if found.ignored else "")
-        raise UsageError(f"no log files found in {', '.join(names)}{passed}")
+        raise UsageError(f"no log files found in {', '.join(names)}{passed_over(found)}")
     read = 0
-    for folder, why in found.unlisted:  # may hold logs: an error, as a log that cannot be read is
-        yield Result(folder, None, None, f"{folder}: {why}", options.skip_unreadable, False)
-    for t, (log, report, error) in zip(found.targets, _analysed([t.path for t in found.targets], options),
-                                       strict=True):
+    for folder, cannot in found.unlisted:  # may hold logs: an error, as a log that cannot be read is
+        yield Result(folder, None, None, f"{folder}: {cannot}", options.skip_unreadable, False)
+    analysed = _analysed([t.path for t in found.targets], options)
+    for t, (log, report, error, kind, seconds) in zip(found.targets, analysed, strict=True):
+        if not t.explicit:
+            why: str | None = None
+            if kind == "not a log" and error is not None:
+                why = error.removeprefix(f"{t.path}: ")
+            elif report is not None:
+                why = not_a_log(report)
+            if why is not None:
+                found.ignored.append((t.path, f"not a log by its content: {why}"))
+                continue
         if error is not None:
-            skipped = options.skip_unreadable
+            skipped = options.skip_unreadable and kind != "usage"
             read += not skipped
-            yield Result(t.path, None, None, error, skipped, t.explicit)
+            yield Result(t.path, None, None, error, skipped, t.explicit, kind == "usage", seconds)
             continue
         read += 1
-        yield Result(t.path, log, report)
+        yield Result(t.path, log, report, seconds=seconds)
     if read == 0:
-        raise UsageError(f"no log could be read in {', '.join(names)}")
+        raise UsageError(f"no log could be read in {', '.join(names)}{passed_over(found)}")
 
 
-def gate(result: Result, fail_on: Severity, forced_metrics: bool = False) -> tuple[ExitCode, str | None]:
-    """``check``'s exit code for one log, and why it is an error when that is not plain: a log
-    that could not be read is 2; one whose loss could not be identified (and no --metric named
-    it) is 2 with the no-loss finding's summary, unless a finding fails it anyway (a NaN grad
-    norm found without a loss: 1); else 1 when a finding is at or above ``fail_on``."""
-    report = result.report
-    if report is None:
-        return ExitCode.ERROR, None
-    code = verdict(report.worst(), report.loss is not None or forced_metrics, fail_on)
-    if report.loss is None and not forced_metrics:
-        why = next(f.summary for f in report.findings if f.kind == "no_loss_metric")
-        return code, f"{report.source}: {why}"
-    return code, None
+def passed_over(found: Walk) -> str:
+    """' (3 file(s) passed over as not logs; --verbose lists them)', or '' when none was."""
+    return (f" ({len(found.ignored)} file(s) passed over as not logs; --verbose lists them)"
+            if found.ignored else "")
 
 
 def unchecked_loss(result: Result, detectors: tuple[Any, ...]) -> str | None:
@@ -186,11 +216,3 @@ def unchecked_loss(result: Result, detectors: tuple[Any, ...]) -> str | None:
               if log is not None and "loss" in log.train.columns else "too few loss values")
     return (f"{values}: {len(on_loss) - len(ran)} of {len(on_loss)} checks on the loss need more "
             f"(--verbose says which); only {', '.join(ran) or 'none'} could run")
-
-
-def verdict(worst: Severity | None, loss_known: bool, fail_on: Severity) -> ExitCode:
-    """The gate's rule for a log that was read: 1 when its worst finding is at or above ``fail_on``;
-    else 2 when its loss is not known (no loss-like column, and no --metric named one); else 0."""
-    if worst is not None and worst >= fail_on:
-        return ExitCode.FINDINGS
-    return ExitCode.OK if loss_known else ExitCode.ERROR

@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from losslens.errors import LossLensError, MissingExtra, UsageError
-from losslens.findings import ExitCode, Severity
-from losslens.runner import verdict
+from losslens.findings import ExitCode, Gate, Judgement, Severity
 
 if TYPE_CHECKING:
     import polars as pl
@@ -235,7 +234,7 @@ def scan_one(entry: Entry, options: Options) -> Rows:
                last_step=report.steps["last"], eval_records=report.eval_records,
                loss_column=(report.loss or {}).get("column"), findings=len(report.findings),
                kinds=",".join(sorted({f.kind for f in report.findings})) or None,
-               worst=str(worst) if worst is not None else None)
+               worst=str(worst) if worst is not None else None, read_errors=list(report.read_errors))
     findings = [{"run": entry.run, "log": entry.log, "kind": f.kind, "severity": str(f.severity),
                  "metric": f.metric, "start_step": f.start_step, "end_step": f.end_step,
                  "summary": f.summary, "evidence": json.dumps(d["evidence"], sort_keys=True)}
@@ -331,6 +330,7 @@ def fingerprint(options: Options) -> str:
 
     settings = dataclasses.asdict(options.settings)
     settings.pop("source", None)
+    settings.pop("given", None)
     return json.dumps({"version": __version__, "format": options.fmt, "metrics": list(options.metrics),
                        "ignore": sorted(options.ignore), "settings": settings}, sort_keys=True, default=str)
 
@@ -424,7 +424,12 @@ class ScanResult:
     reused: int
     seconds: float
     exit_code: ExitCode
-    fail_on: Severity
+    gate: Gate
+    rows: list[Rows] = field(default_factory=list)  # each log's row and its findings' rows
+
+    @property
+    def fail_on(self) -> Severity | None:
+        return self.gate.fail_on
 
 
 def outputs(out: str) -> dict[str, Path]:
@@ -436,17 +441,24 @@ def outputs(out: str) -> dict[str, Path]:
     return {"table": p, "csv": stem.with_suffix(".csv"), "state": Path(f"{stem}.scan-state.jsonl")}
 
 
-def status(row: dict[str, Any], fail_on: Severity, forced_metrics: bool) -> str:
-    """``check``'s verdict for one log (``runner.verdict``): ok, FAIL, or ERROR (it could not be
-    read, or its loss could not be identified and nothing fails it)."""
+def judge(row: dict[str, Any], findings: list[dict[str, Any]], gate: Gate) -> Judgement:
+    """The gate's verdict on one log's row and its findings' rows (``check``'s, through the same
+    ``Gate``): ok, FAIL, or ERROR (unreadable, read short, no loss column)."""
     if row["error"] is not None:
-        return "ERROR"
-    worst = Severity.parse(row["worst"]) if row["worst"] is not None else None
-    code = verdict(worst, row["loss_column"] is not None or forced_metrics, fail_on)
-    return {ExitCode.OK: "ok", ExitCode.FINDINGS: "FAIL"}.get(code, "ERROR")
+        return gate.judge(None, row["error"])
+    return gate.judge_parts(row["log"], _findings(findings), row["loss_column"] is not None,
+                            row.get("read_errors") or ())
 
 
-def scan(roots: list[str], options: Options, out: str, fail_on: Severity, since: float | None = None,
+def _findings(rows: list[dict[str, Any]]) -> list[Any]:
+    """Findings again from their rows (the evidence parsed back; no figures, no line)."""
+    from losslens.findings import Finding
+
+    return [Finding(f["kind"], Severity.parse(f["severity"]), f["metric"], f["start_step"], f["end_step"],
+                    f["summary"], json.loads(f["evidence"]) if f.get("evidence") else {}) for f in rows]
+
+
+def scan(roots: list[str], options: Options, out: str, gate: Gate, since: float | None = None,
          dask: str | None = None, rescan: bool = False,
          on_row: Callable[[Entry, Rows, bool], None] | None = None) -> ScanResult:
     """Scan the logs under ``roots`` and write the table (and the state) at ``out``."""
@@ -482,24 +494,49 @@ def scan(roots: list[str], options: Options, out: str, fail_on: Severity, since:
     for e in found.errors:  # folders that could not be listed: rows with the error
         done.append((e, _error_row(e, found.why[e.log])))
     state.finish(e.log for e in found.entries + found.older)
-    logs_rows, finding_rows, table = [], [], []
-    forced = bool(options.metrics)
-    for _, (row, findings) in sorted(done, key=lambda d: (d[0].run, d[0].log)):
-        logs_rows.append({**row, "status": status(row, fail_on, forced)})
+    logs_rows, finding_rows, table, judgements = [], [], [], []
+    ordered = [rows for _, rows in sorted(done, key=lambda d: (d[0].run, d[0].log))]
+    for row, findings in ordered:
+        verdict = judge(row, findings, gate)
+        # an unreadable log counts for nothing with --skip-unreadable (its row keeps its error)
+        judgements.append(None if row["error"] is not None and options.skip_unreadable else verdict)
+        logs_rows.append({**row, "status": str(verdict.word), "error": row["error"] or verdict.why})
         finding_rows += findings
         table += [{**logs_rows[-1], "row": "log"}] + [{**f, "row": "finding"} for f in findings]
     logs = _frame(logs_rows, LOG_COLUMNS)
     findings_frame = _frame(finding_rows, FINDING_COLUMNS)
     _write(_frame(table, TABLE_COLUMNS), where["table"], where["csv"])
-    statuses = set(logs["status"].to_list())
-    if "ERROR" in statuses and not options.skip_unreadable:
-        code = ExitCode.ERROR
-    elif "FAIL" in statuses:
-        code = ExitCode.FINDINGS
-    else:
-        code = ExitCode.OK
-    return ScanResult(logs, findings_frame, {k: str(v) for k, v in where.items()},
-                      len(todo), len(found.entries) - len(todo), time.monotonic() - started, code, fail_on)
+    return ScanResult(logs, findings_frame, {k: str(v) for k, v in where.items()}, len(todo),
+                      len(found.entries) - len(todo), time.monotonic() - started, gate.exit_code(judgements),
+                      gate, ordered)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A scanned log as the CI reporters take it (``reporters.ci.Outcome``)."""
+
+    source: str
+    report: Any
+    error: str | None
+    seconds: float = 0.0
+
+
+def outcomes(result: ScanResult) -> list[Outcome]:
+    """Each scanned log as the CI reporters take it: its report rebuilt from its rows."""
+    from losslens.findings import Report
+
+    out = []
+    for row, findings in result.rows:
+        if row["error"] is not None:
+            out.append(Outcome(row["log"], None, row["error"]))
+            continue
+        steps = {"first": row["first_step"], "last": row["last_step"], "count": row["records"]}
+        report = Report(row["log"], row["format"], {}, {}, steps, row["eval_records"] or 0, 1, [],
+                        _findings(findings),
+                        loss={"column": row["loss_column"], "why": ""} if row["loss_column"] else None,
+                        read_errors=list(row.get("read_errors") or ()))
+        out.append(Outcome(row["log"], report, None))
+    return out
 
 
 def _error_row(e: Entry, why: str) -> Rows:

@@ -12,7 +12,7 @@ import numpy as np
 from losslens.detectors.base import Detector, Series
 from losslens.detectors.relations import structures
 from losslens.detectors.stats import detrend
-from losslens.findings import Finding, Severity, Skipped
+from losslens.findings import Finding, Severity, Skipped, steps_text
 
 
 @dataclass(frozen=True)
@@ -189,9 +189,9 @@ class Ladder(Detector):
             "cause": cause,
         }
         evidence.update(because)
+        stretch = steps_text(int(steps[first.start]), int(steps[last.peak + 1]))
         summary = (f"{series.metric} climbs in ~{int(np.median(lengths))} near-equal increments "
-                   f"of ~{increment:.3g} then resets ({len(eps)} episodes, steps "
-                   f"{int(steps[first.start])}–{int(steps[last.peak + 1])})")
+                   f"of ~{increment:.3g} then resets ({len(eps)} episodes, {stretch})")
         summary += {
             "accumulator": f"; values are integer multiples of ~{increment:.3g}: a loss "
                            "accumulator that is not divided or reset?",

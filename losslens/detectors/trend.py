@@ -9,7 +9,7 @@ import numpy as np
 from losslens.detectors.base import Detector, Series, fmt_number
 from losslens.detectors.relations import ladder_periods, structures, top
 from losslens.detectors.stats import hinge_onset, lr_schedule, robust_scale, smooth, spearman
-from losslens.findings import Finding, Severity, Skipped
+from losslens.findings import Finding, Severity, Skipped, steps_text
 
 
 @dataclass(frozen=True)
@@ -194,9 +194,9 @@ class Plateau(Detector):
         if classes is None and sched is not None and sched["last_lr"] < self.lr_floor * sched["peak_lr"]:
             return []  # a schedule that has decayed: convergence, not a plateau
         stuck = first >= self.high_loss or classes is not None
-        summary = (f"{series.metric} does not improve over {n} records (steps {int(steps[0])}–"
-                   f"{int(steps[-1])}): first-tenth median {fmt_number(first)}, last {fmt_number(last)} "
-                   f"({-improvement:+.1%})")
+        span = steps_text(int(steps[0]), int(steps[-1]))
+        summary = (f"{series.metric} does not improve over {n} records ({span}): first-tenth median "
+                   f"{fmt_number(first)}, last {fmt_number(last)} ({-improvement:+.1%})")
         if classes is not None:
             # a cross-entropy that starts and ends at ln K: the model still guesses uniformly over
             # K classes, however its LR was scheduled (a decayed LR is no convergence there)

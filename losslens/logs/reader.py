@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from losslens.errors import FormatError, InputError
+from losslens.errors import InputError, NotALog
 from losslens.logs.base import RANK_PREFIX, Format, strip_prefixes
 from losslens.logs.frame import LogData, Segment, assemble, from_arrays
 from losslens.logs.names import unwrapped
@@ -183,8 +183,9 @@ def _read(src: Source, format: str | None) -> LogData:
     if not src.head.strip(b"\n") and src.first_nul is not None:  # a hole: look past it once
         src.extend_head(SNIFF_DEEP_BYTES)
     if not src.head:
-        raise InputError(f"{src.stopped}: nothing decompresses" if src.stopped else
-                         "empty file: no lines to read", source=src.name)
+        if src.stopped:
+            raise InputError(f"{src.stopped}: nothing decompresses", source=src.name)
+        raise NotALog("empty file: no lines to read", source=src.name)
     if src.is_binary:
         at = src.first_nul
         hint = " (UTF-16 text without a byte-order mark? convert it to UTF-8)" if src.looks_utf16 else ""
@@ -213,8 +214,8 @@ def _read(src: Source, format: str | None) -> LogData:
             sample, limit = deep[:-1] if len(deep) > 1 else deep, len(deep)
             fmt, samples = _sniffed(sample, limit)
         if fmt is None:
-            raise FormatError("no known log format recognised (see `losslens formats`, or pass "
-                              "--format)", source=src.name)
+            raise NotALog("no known log format recognised (see `losslens formats`, or pass "
+                          "--format)", source=src.name)
     else:
         fmt = BY_NAME[format]
         sample, limit = head_lines, SNIFF_LINES

@@ -193,7 +193,7 @@ def correlate_fed(steps: np.ndarray, loss: np.ndarray, fed: Fed, offset: int = 0
                        "logged_steps_without_record": unmatched}
     if unmatched > TOLERANCE * len(steps) and unmatched > 1:
         message = (f"{unmatched:,} of {len(steps):,} logged steps have no recorded batch (the record "
-                   f"covers steps {fed.steps[0]:,}–{fed.steps[-1]:,}, the log {steps.min() - offset:,}–"
+                   f"covers steps {fed.steps[0]:,}-{fed.steps[-1]:,}, the log {steps.min() - offset:,}-"
                    f"{steps.max() - offset:,} after --step-offset {offset}): check --step-offset and "
                    "that the record counts optimizer steps as the log does")
         if not allow_misalignment:

@@ -7,10 +7,10 @@ write files or choose the exit code: the CLI does."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from losslens.findings import Severity
+from losslens.findings import Gate
 
 if TYPE_CHECKING:
     from losslens.runner import Result
@@ -20,13 +20,13 @@ if TYPE_CHECKING:
 class Context:
     """What a reporter may need beyond the results: which command asks (``analyze`` shows the
     whole report, ``check`` one line per finding), the terminal width, --all, --verbose, and the
-    severity that fails (--fail-on)."""
+    gate that judges the logs (what fails it)."""
 
     command: str = "analyze"
     width: int = 100
     show_all: bool = False
     verbose: bool = False
-    fail_on: Severity = Severity.ERROR
+    gate: Gate = field(default_factory=lambda: Gate())
 
 
 class Reporter(Protocol):

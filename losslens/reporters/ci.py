@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from losslens import __version__
-from losslens.findings import Finding, Report, Severity, jsonable
+from losslens.findings import Finding, Gate, Report, Severity, Word, jsonable, steps_text
 from losslens.reporters.base import Context, Streaming
 from losslens.reporters.jsonl import dumps
 
@@ -27,6 +27,8 @@ class Outcome(Protocol):
     def report(self) -> Report | None: ...
     @property
     def error(self) -> str | None: ...
+    @property
+    def seconds(self) -> float: ...
 
 GITHUB_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
@@ -38,81 +40,103 @@ def _gh_escape(text: str, prop: bool = False) -> str:
     return text.replace(":", "%3A").replace(",", "%2C") if prop else text
 
 
-def github(outcomes: Sequence[Outcome]) -> str:
-    """One `::error file=…,line=…,title=…::summary` line per finding (and per unreadable log)."""
+def github(outcomes: Sequence[Outcome], gate: Gate | None = None) -> str:
+    """One `::error file=…,line=…,title=…::summary` line per finding, and one per log the gate
+    could not judge (unreadable, read short, no loss column)."""
+    gate = gate or Gate()
     out = []
     for o in outcomes:
-        if o.report is None:
-            out.append(f"::error file={_gh_escape(o.source, True)},title=losslens: cannot read::"
-                       f"{_gh_escape(o.error or 'cannot read')}")
-            continue
-        for f in o.report.findings:
+        verdict = gate.judge(o.report, o.error)
+        if verdict.word is Word.ERROR and (o.report is None or verdict.why is not None):
+            title = "losslens: cannot read" if o.report is None else "losslens: cannot judge"
+            out.append(f"::error file={_gh_escape(o.source, True)},title={title}::"
+                       f"{_gh_escape(verdict.why or o.error or 'cannot read')}")
+        for f in o.report.findings if o.report is not None else ():
             line = f",line={f.line}" if f.line is not None else ""
-            title = _gh_escape(f"losslens {f.kind} [{f.metric}] steps {f.start_step}-{f.end_step}", True)
+            title = _gh_escape(f"losslens {f.kind} [{f.metric}] {steps_text(f.start_step, f.end_step)}", True)
             out.append(f"::{GITHUB_LEVEL[f.severity]} file={_gh_escape(o.source, True)}{line},"
                        f"title={title}::{_gh_escape(f.summary)}")
     return "\n".join(out) + ("\n" if out else "")
 
 
-def junit(outcomes: Sequence[Outcome], kinds: list[str], fail_on: Severity) -> str:
-    """One <testsuite> per log, one <testcase> per detector kind: a <failure> when that kind found
-    something at or above ``fail_on``, <skipped> when it could not check any series; a log that
-    could not be read is one <testcase name="read"> with an <error>."""
+def junit(outcomes: Sequence[Outcome], kinds: list[str], gate: Gate) -> str:
+    """One <testsuite> per log (with its ``time``), one <testcase> per detector kind: a <failure>
+    when that kind found something that fails the gate, <skipped> when it could not check any
+    series; a log the gate could not judge (unreadable, read short, no loss column) adds a
+    <testcase name="read"> with an <error>."""
     from xml.sax.saxutils import escape, quoteattr  # (here: it loads urllib, ssl: 40 ms of check)
 
-    suites, total_tests, total_fail, total_err = [], 0, 0, 0
+    suites, totals = [], {"tests": 0, "failures": 0, "errors": 0, "skipped": 0, "time": 0.0}
     for o in outcomes:
-        cases, fails, errors = [], 0, 0
+        cases, n = [], {"failures": 0, "errors": 0, "skipped": 0}
         name = quoteattr(o.source)
-        if o.report is None:
-            cases.append(f'<testcase classname={name} name="read"><error message={quoteattr(o.error or "")}/>'
+        verdict = gate.judge(o.report, o.error)
+        if verdict.word is Word.ERROR and (o.report is None or verdict.why is not None):
+            message = verdict.why or o.error or ""
+            cases.append(f'<testcase classname={name} name="read"><error message={quoteattr(message)}/>'
                          f'</testcase>')
-            errors = 1
-        else:
+            n["errors"] += 1
+        if o.report is not None:
+            failing = {id(f) for f in verdict.failing}
             by_kind: dict[str, list[Finding]] = {}
             for f in o.report.findings:
                 by_kind.setdefault(f.kind, []).append(f)
             skipped_kinds = {s.detector for s in o.report.skipped}
             for kind in kinds + [k for k in by_kind if k not in kinds]:
                 found = by_kind.get(kind, [])
-                failing = [f for f in found if f.severity >= fail_on]
+                failed = [f for f in found if id(f) in failing]
                 body = ""
-                if failing:
-                    fails += 1
-                    text = "\n".join(f"{f.severity} steps {f.start_step}-{f.end_step} [{f.metric}]: "
+                if failed:
+                    n["failures"] += 1
+                    text = "\n".join(f"{f.severity} {steps_text(f.start_step, f.end_step)} [{f.metric}]: "
                                      f"{f.summary}" for f in found)
-                    body = (f'<failure message={quoteattr(failing[0].summary)} type="{kind}">'
+                    body = (f'<failure message={quoteattr(failed[0].summary)} type="{kind}">'
                             f'{escape(text)}</failure>')
                 elif found:
                     body = "<system-out>" + escape("\n".join(
-                        f"{f.severity} steps {f.start_step}-{f.end_step}: {f.summary}" for f in found)) + \
-                        "</system-out>"
+                        f"{f.severity} {steps_text(f.start_step, f.end_step)}: {f.summary}"
+                        for f in found)) + "</system-out>"
                 elif kind in skipped_kinds:
+                    n["skipped"] += 1
                     reasons = sorted({s.reason for s in o.report.skipped if s.detector == kind})
                     body = f'<skipped message={quoteattr("; ".join(reasons))}/>'
-                cases.append(f'<testcase classname={name} name="{kind}">{body}</testcase>')
-        total_tests += len(cases)
-        total_fail += fails
-        total_err += errors
-        suites.append(f'<testsuite name={name} tests="{len(cases)}" failures="{fails}" errors="{errors}">'
+                cases.append(f'<testcase classname={name} name="{kind}" time="0">{body}</testcase>')
+        seconds = float(getattr(o, "seconds", 0.0) or 0.0)
+        totals["tests"] += len(cases)
+        totals["time"] += seconds
+        for k, v in n.items():
+            totals[k] += v
+        suites.append(f'<testsuite name={name} tests="{len(cases)}" failures="{n["failures"]}" '
+                      f'errors="{n["errors"]}" skipped="{n["skipped"]}" time="{seconds:.3f}">'
                       + "".join(cases) + "</testsuite>")
-    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuites name="losslens" tests="{total_tests}" '
-            f'failures="{total_fail}" errors="{total_err}">' + "".join(suites) + "</testsuites>\n")
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuites name="losslens" tests="{totals["tests"]}" '
+            f'failures="{totals["failures"]}" errors="{totals["errors"]}" skipped="{totals["skipped"]}" '
+            f'time="{totals["time"]:.3f}">' + "".join(suites) + "</testsuites>\n")
 
 
-def sarif(outcomes: Sequence[Outcome], rules: dict[str, str]) -> str:
+def sarif(outcomes: Sequence[Outcome], rules: dict[str, str], gate: Gate | None = None,
+          base: str | None = None) -> str:
     """SARIF 2.1.0: one rule per finding kind (``rules``: kind → description), one result per
-    finding, located at the log's line where the finding starts when the log has lines."""
+    finding, located at the log's line where the finding starts when the log has lines. Paths
+    are relative to ``base`` (default: the working folder), named by ``originalUriBaseIds`` as
+    %SRCROOT%. A log the gate could not judge is a notification, and the run's
+    ``executionSuccessful`` is then false."""
+    import os
+    from pathlib import Path
+
+    gate = gate or Gate()
+    root = os.path.abspath(base or os.getcwd())
     results: list[dict] = []
     notifications: list[dict] = []
     used = dict(rules)
     for o in outcomes:
-        artifact = {"uri": o.source}
-        if o.report is None:
-            notifications.append({"level": "error", "message": {"text": o.error or "cannot read"},
+        artifact = _artifact(o.source, root)
+        verdict = gate.judge(o.report, o.error)
+        if verdict.word is Word.ERROR and (o.report is None or verdict.why is not None):
+            text = verdict.why or o.error or "cannot read"
+            notifications.append({"level": "error", "message": {"text": text},
                                   "locations": [{"physicalLocation": {"artifactLocation": artifact}}]})
-            continue
-        for f in o.report.findings:
+        for f in o.report.findings if o.report is not None else ():
             used.setdefault(f.kind, f.kind)
             location: dict = {"artifactLocation": artifact}
             if f.line is not None:
@@ -128,10 +152,27 @@ def sarif(outcomes: Sequence[Outcome], rules: dict[str, str]) -> str:
         "runs": [{"tool": {"driver": {
             "name": "losslens", "version": __version__,
             "rules": [{"id": k, "shortDescription": {"text": v}} for k, v in used.items()]}},
+            "originalUriBaseIds": {"%SRCROOT%": {"uri": Path(root).as_uri() + "/"}},
             "results": results,
             "invocations": [{"executionSuccessful": not notifications,
                              "toolExecutionNotifications": notifications}]}]}
     return dumps(doc, indent=2) + "\n"
+
+
+def _artifact(source: str, root: str) -> dict:
+    """A log's artifactLocation: a URI relative to %SRCROOT% where the log is below it, else an
+    absolute file URI (a URL or standard input as it is named)."""
+    import os
+    from pathlib import Path
+    from urllib.parse import quote
+
+    if source == "-" or source.startswith("<") or "://" in source:
+        return {"uri": source}
+    path = os.path.abspath(source)
+    if path == root or path.startswith(root.rstrip(os.sep) + os.sep):
+        rel = os.path.relpath(path, root).replace(os.sep, "/")
+        return {"uri": quote(rel), "uriBaseId": "%SRCROOT%"}
+    return {"uri": Path(path).as_uri()}
 
 
 class GitHub(Streaming):
@@ -140,7 +181,7 @@ class GitHub(Streaming):
     name = "github"
 
     def log(self, result: Result, ctx: Context) -> str:
-        return github([result])
+        return github([result], ctx.gate)
 
 
 class JUnit:
@@ -153,7 +194,7 @@ class JUnit:
     def close(self, results: list[Result], ctx: Context) -> str:
         from losslens.detectors import REGISTRY
 
-        return junit(results, [d.name for d in REGISTRY], ctx.fail_on)
+        return junit(results, [d.name for d in REGISTRY], ctx.gate)
 
 
 class Sarif:
@@ -166,4 +207,4 @@ class Sarif:
     def close(self, results: list[Result], ctx: Context) -> str:
         from losslens.detectors import REGISTRY
 
-        return sarif(results, {d.name: d.title for d in REGISTRY})
+        return sarif(results, {d.name: d.title for d in REGISTRY}, ctx.gate)

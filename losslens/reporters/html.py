@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from losslens.findings import Report, Severity
+from losslens.findings import Report, Severity, step_range, steps_text
 from losslens.reporters.chart import PANELS, downsampled, fmt, nice_ticks, robust_top, tick_label
 
 if TYPE_CHECKING:
@@ -214,14 +214,14 @@ def section(report: Report) -> str:
     Report shows in a notebook)."""
     rows = "".join(
         f'<tr><td class="{f.severity}">{f.severity}</td><td>{html.escape(f.kind)}</td>'
-        f'<td>{html.escape(f.metric)}</td><td>{f.start_step}–{f.end_step}</td>'
+        f'<td>{html.escape(f.metric)}</td><td>{step_range(f.start_step, f.end_step)}</td>'
         f'<td>{html.escape(f.summary)}</td></tr>' for f in report.findings)
     table = (f'<table id="findings"><tr><th>severity</th><th>kind</th><th>metric</th><th>steps</th>'
              f'<th>summary</th></tr>{rows}</table>' if rows else '<p id="findings">no findings</p>')
     lines = report.lines
     meta = (f'format {report.format}; {lines["total"]:,} lines ({lines["parsed"]:,} parsed, '
             f'{lines["skipped"]:,} skipped, {lines["blank"]:,} blank); {report.steps["count"]:,} train '
-            f'records, steps {report.steps["first"]}–{report.steps["last"]}; {report.eval_records} eval '
+            f'records, {steps_text(report.steps["first"], report.steps["last"])}; {report.eval_records} eval '
             f'records; {report.segments} segment(s)')
     if report.loss:
         meta += f'; loss: column {report.loss["column"]!r} ({report.loss["why"]})'

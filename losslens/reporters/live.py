@@ -10,6 +10,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from losslens.findings import step_range
 from losslens.reporters.jsonl import dumps
 from losslens.reporters.text import STYLE, bar, where
 from losslens.reporters.text import cells as _cells
@@ -84,7 +85,7 @@ class View:
                 table.add_column(col, overflow="fold")
             for f in sorted(active, key=lambda f: -int(f.severity)):
                 table.add_row(*_cells(Text(str(f.severity), style=STYLE[f.severity]), f.kind,
-                              f"{f.start_step}–{f.end_step}", f.summary))
+                              step_range(f.start_step, f.end_step), f.summary))
             parts.append(table)
         else:
             parts.append(Text("no active findings", style="green"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from losslens.findings import Report
+from losslens.findings import Report, step_range, steps_text
 from losslens.reporters.base import Context, Streaming
 
 if TYPE_CHECKING:
@@ -15,7 +15,7 @@ def render(report: Report) -> str:
     """A short Markdown summary of one log (for a CI comment)."""
     s, lines = report.steps, report.lines
     out = [f"### losslens: `{report.source}`", "",
-           f"{report.format}, {s['count']:,} records (steps {s['first']}–{s['last']}), "
+           f"{report.format}, {s['count']:,} records ({steps_text(s['first'], s['last'])}), "
            f"{lines['total']:,} lines ({lines['skipped']:,} skipped); "
            f"**{len(report.findings)} finding(s)**"
            + (f", worst **{report.worst()}**" if report.findings else ""),
@@ -23,7 +23,7 @@ def render(report: Report) -> str:
     out += [f"> note: {n}" for n in report.notes] + ([""] if report.notes else [])
     if report.findings:
         out += ["| severity | kind | metric | steps |", "|---|---|---|---|"]
-        out += [f"| {f.severity} | {f.kind} | {f.metric} | {f.start_step}–{f.end_step} |"
+        out += [f"| {f.severity} | {f.kind} | {f.metric} | {step_range(f.start_step, f.end_step)} |"
                 for f in report.findings]
         out += [""] + [f"- **{f.kind}** ({f.severity}): {f.summary}" for f in report.findings]
     return "\n".join(out) + "\n"

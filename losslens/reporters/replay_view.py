@@ -5,15 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
-from losslens.reporters.text import cells as _cells
+from losslens.findings import steps_text
+from losslens.reporters.text import reflowed
 
 
-def render(r: dict[str, Any]) -> Group:
-    """The replay report for a terminal: a table per strategy, the chance line, bounds and the
-    correlation; with a log, the verdict first."""
+def render(r: dict[str, Any], width: int = 100) -> Group:
+    """The replay report for a terminal: a table per strategy (stacked rows where the terminal's
+    ``width`` is too narrow for them), the chance line, bounds and the correlation; with a log,
+    the verdict first."""
     lead = [verdict_line(r)] if "verdict" in r else []
     if r.get("mode") == "fed":
         shares = " ".join(f"{x:.2f}" for x in r["bucket_step_share"])
@@ -26,16 +27,15 @@ def render(r: dict[str, Any]) -> Group:
                 f"≤{p['max_batch_size']}/batch → batch size per bucket {p['bucket_batch_size']} "
                 f"(from the {p['bs_from']}); {r['epochs']} epoch(s), seed {r['seed']}, "
                 f"grad-accum {r['grad_accum']}, world {r['world_size']}; device {r['device']}")
-    t = Table(title="strategies", title_justify="left")
-    for col in ("strategy", "batches/epoch", "bucket shares", "padding eff.", "budget use",
-                "max run", "runs≥4 /1000", "iid max run", "period"):
-        t.add_column(col, overflow="fold")
-    for e in r["strategies"]:
-        t.add_row(*_cells(e["name"], f"{e['batches_per_epoch']:,.0f}",
-                  " ".join(f"{x:.2f}" for x in e["bucket_batch_share"]), f"{e['padding_efficiency']:.3f}",
-                  f"{e['budget_use']:.3f}", str(e["max_same_bucket_run"]), f"{e['runs_ge_4_per_1000']:.1f}",
-                  f"{e['expected_max_run_iid']:.0f}",
-                  f"{e['period_steps']} (acf {e['period_acf']})" if e["period_steps"] else "—"))
+    columns = ["strategy", "batches/epoch", "bucket shares", "padding eff.", "budget use", "max run",
+               "runs≥4 /1000", "iid max run", "period"]
+    rows = [[e["name"], f"{e['batches_per_epoch']:,.0f}",
+             " ".join(f"{x:.2f}" for x in e["bucket_batch_share"]), f"{e['padding_efficiency']:.3f}",
+             f"{e['budget_use']:.3f}", str(e["max_same_bucket_run"]),
+             f"{e['runs_ge_4_per_1000']:.1f}", f"{e['expected_max_run_iid']:.0f}",
+             f"{e['period_steps']} (acf {e['period_acf']})" if e["period_steps"] else "—"]
+            for e in r["strategies"]]
+    t = reflowed("strategies", columns, rows, width)
     parts: list[Any] = [*lead, head, *(Text(f"note: {n}", style="yellow") for n in r.get("notes", [])), t]
     if "max_run_null" in r:
         m = r["max_run_null"]
@@ -144,6 +144,6 @@ def _correlation(r: dict[str, Any]) -> list[Any]:
                     f"{c['events_in_runs_null_mean']:.0%}, "
                     f"p={c['events_in_runs_p_value']:.2g})"))
     for f in r.get("findings", []):
-        parts.append(Text(f"{f['severity']} {f['kind']} [{f['metric']}] steps {f['start_step']}–"
-                          f"{f['end_step']}: {f['summary']}"))
+        parts.append(Text(f"{f['severity']} {f['kind']} [{f['metric']}] "
+                          f"{steps_text(f['start_step'], f['end_step'])}: {f['summary']}"))
     return parts

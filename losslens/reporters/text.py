@@ -9,7 +9,7 @@ import numpy as np
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from losslens.findings import Finding, Report, Severity
+from losslens.findings import Finding, Report, Severity, step_range, steps_text
 from losslens.logs import LogData
 from losslens.reporters.base import Context, Streaming
 
@@ -22,6 +22,30 @@ STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: 
 def cells(*values: object) -> list[Text]:
     """Table cells as Text: log lines and names are shown as they are, never parsed as markup."""
     return [v if isinstance(v, Text) else Text(str(v)) for v in values]
+
+
+def reflowed(title: str, columns: list[str], rows: list[list[str]], width: int) -> RenderableType:
+    """A table where its rows fit ``width`` columns whole; else each row stacked: its first cell,
+    then 'column value' pairs wrapped below it (a narrow terminal never breaks a word in two)."""
+    need = sum(max(len(c), *(len(r[i]) for r in rows)) if rows else len(c)
+               for i, c in enumerate(columns)) + 3 * len(columns) + 1
+    if need <= width:
+        from rich.table import Table
+
+        table = Table(title=title, title_justify="left")
+        for c in columns:
+            table.add_column(c, no_wrap=True)
+        for r in rows:
+            table.add_row(*cells(*r))
+        return table
+    from rich.padding import Padding
+
+    parts: list[RenderableType] = [Text(title, style="italic")]
+    for r in rows:
+        parts.append(Text(r[0], style="bold"))
+        pairs = ", ".join(f"{c} {v}" for c, v in zip(columns[1:], r[1:], strict=True))
+        parts.append(Padding(Text(pairs), (0, 0, 0, 4)))
+    return Group(*parts)
 
 
 def _n(x: int) -> str:
@@ -76,7 +100,8 @@ def group_line(kind: str, metric: str, rest: list[Finding]) -> str:
     """The line that stands for the rest of a flood of one kind."""
     worst = max(f.severity for f in rest)
     return (f"… {len(rest)} more {kind} finding(s) on {metric} (worst {worst}), steps "
-            f"{min(f.start_step for f in rest)}–{max(f.end_step for f in rest)}; --all lists every one")
+            f"{step_range(min(f.start_step for f in rest), max(f.end_step for f in rest))}; --all lists "
+            "every one")
 
 
 def analyze_view(report: Report, log: LogData, width: int = 100, show_all: bool = False,
@@ -84,23 +109,28 @@ def analyze_view(report: Report, log: LogData, width: int = 100, show_all: bool 
     """`analyze` on a terminal: what was read (lines, records, metrics, the loss column, segments, skip
     reasons), notes, the findings table and a loss sparkline."""
     lines = report.lines
-    head = Text.assemble(
-        (report.source, "bold"), f" — format {report.format}; {_n(lines['total'])} lines: ",
-        f"{_n(lines['parsed'])} parsed, {_n(lines['skipped'])} skipped, {_n(lines['blank'])} blank")
+    read_as = (f"format {report.format}; {_n(lines['total'])} lines: {_n(lines['parsed'])} parsed, "
+               f"{_n(lines['skipped'])} skipped, {_n(lines['blank'])} blank")
+    # the path whole (never broken inside, even where longer than the terminal), the rest after
+    # it where it fits, else on the next line
+    if len(report.source) + 3 + len(read_as) <= width:
+        head: RenderableType = Text.assemble((report.source, "bold"), f" — {read_as}")
+    else:
+        head = Group(Text(report.source, style="bold", no_wrap=True, overflow="ignore"), Text(read_as))
     from rich.table import Table  # (a one-line check needs no table: its import kept off it)
 
     read = Table(show_header=False, box=None, pad_edge=False)
     read.add_column(style="dim")
     read.add_column()
     s = report.steps
-    read.add_row(*cells("train records", f"{_n(s['count'])} (steps {s['first']}–{s['last']})"
+    read.add_row(*cells("train records", f"{_n(s['count'])} ({steps_text(s['first'], s['last'])})"
                  if s["count"] else "0"))
     read.add_row(*cells("eval records", _n(report.eval_records)))
     read.add_row(*cells("metrics", ", ".join(_named(m, log) for m in report.metrics) or "—"))
     read.add_row(*cells("loss", f"column {report.loss['column']!r} ({report.loss['why']})" if report.loss
                         else "none found (pass --metric NAME)"))
     if len(log.segments) > 1:
-        segs = "; ".join(f"#{g.index}: steps {g.first_step}–{g.last_step} ({_n(g.records)} records, "
+        segs = "; ".join(f"#{g.index}: {steps_text(g.first_step, g.last_step)} ({_n(g.records)} records, "
                          f"from line {g.first_line})" for g in log.segments)
         read.add_row(*cells("segments", f"{len(log.segments)} (restarts) — {segs}"))
     else:
@@ -148,7 +178,7 @@ def loss_sparkline(report: Report, log: LogData, columns: int = 80) -> Renderabl
             lo, hi, n = min(lo, float(x.min())), max(hi, float(x.max())), n + len(x)
     if finite < 2:
         return None
-    label = f"  {vmin:.4g}–{vmax:.4g}"
+    label = f"  {vmin:.4g} to {vmax:.4g}"
     if n < 2:
         return None
     # a column per step at most: more columns than steps would leave holes between them (runs
@@ -179,40 +209,47 @@ def loss_sparkline(report: Report, log: LogData, columns: int = 80) -> Renderabl
 
 
 def _named(metric: str, log: LogData) -> str:
+    """'tokens_per_s (Ktok/s)': the metric and, where the log names it otherwise, its own name."""
     original = log.names.get(metric)
-    return metric if original in (None, metric) else f"{metric} ({original})"
+    if original in (None, metric):
+        return metric
+    bare = original.strip()
+    if bare.startswith("(") and bare.endswith(")"):
+        bare = bare[1:-1]
+    return f"{metric} ({bare})"
 
 
 def findings_table(report: Report, show_all: bool = False) -> RenderableType:
-    """The findings as a table, worst first (floods grouped unless ``show_all``)."""
+    """The findings, worst first (floods grouped unless ``show_all``), a finding a block: its
+    severity, kind, metric and steps on one line, its summary below, indented and wrapped at
+    the terminal's width (never a table cell that breaks its words)."""
     if not report.findings:
         return Text("no findings", style="green")
-    from rich.table import Table
+    from rich.padding import Padding
 
-    table = Table(title=f"{len(report.findings)} finding(s)", title_justify="left")
-    for col in ("severity", "kind", "metric", "steps", "summary"):
-        table.add_column(col, overflow="fold")
+    parts: list[RenderableType] = [Text(f"{len(report.findings)} finding(s)", style="bold")]
     for f in grouped(report.findings, show_all):
         if isinstance(f, tuple):
             kind, metric, rest = f
-            table.add_row(*cells("", kind, metric, f"{min(g.start_step for g in rest)}–"
-                                 f"{max(g.end_step for g in rest)}", group_line(kind, metric, rest)))
+            span = steps_text(min(g.start_step for g in rest), max(g.end_step for g in rest))
+            parts.append(Text(f"{kind} [{metric}] {span}"))
+            parts.append(Padding(Text(group_line(kind, metric, rest)), (0, 0, 0, 4)))
             continue
-        table.add_row(*cells(Text(str(f.severity), style=STYLE[f.severity]), f.kind, f.metric,
-                      f"{f.start_step}–{f.end_step}", f.summary))
-    return table
+        parts.append(Text.assemble((str(f.severity), STYLE[f.severity]),
+                                   f" {f.kind} [{f.metric}] {steps_text(f.start_step, f.end_step)}"))
+        parts.append(Padding(Text(f.summary), (0, 0, 0, 4)))
+    return Group(*parts)
 
 
 def where(source: str, f: Finding) -> str:
-    """'run.log:144: steps 144–349' — the line (when the log has lines) reads as a position to
+    """'run.log:144: steps 144-349' — the line (when the log has lines) reads as a position to
     editors and CI problem matchers; the steps follow it in words."""
     line = f":{f.line}" if f.line is not None else ""
-    steps = f"step {f.start_step}" if f.start_step == f.end_step else f"steps {f.start_step}–{f.end_step}"
-    return f"{source}{line}: {steps}"
+    return f"{source}{line}: {steps_text(f.start_step, f.end_step)}"
 
 
 def check_lines(report: Report, show_all: bool = False) -> list[str]:
-    """One terse line per finding: 'source:LINE: steps A–B: severity kind [metric] summary'; a
+    """One terse line per finding: 'source:LINE: steps A-B: severity kind [metric] summary'; a
     flood of one kind is its worst few and one line for the rest."""
     out = []
     for f in grouped(report.findings, show_all):
@@ -223,23 +260,9 @@ def check_lines(report: Report, show_all: bool = False) -> list[str]:
     return out
 
 
-def summary_table(rows: list[tuple[str, int | None, Severity | None, str]]) -> RenderableType:
-    """check over many logs: one row per log, worst first."""
-    from rich.table import Table
-
-    table = Table(title=f"{len(rows)} logs", title_justify="left")
-    for col in ("log", "findings", "worst", "result"):
-        table.add_column(col, overflow="fold")
-    order = {"ERROR": 0, "FAIL": 1, "ok": 2}
-    for source, n, worst, result in sorted(rows, key=lambda r: (order[r[3]], r[0])):
-        table.add_row(*cells(source, "—" if n is None else str(n), "—" if worst is None else str(worst),
-                      Text(result, style="bold red" if result != "ok" else "green")))
-    return table
-
-
 class TextReporter(Streaming):
     """The terminal: ``analyze`` shows what was read and the findings with a loss sparkline;
-    ``check`` one line per finding (``file:LINE: steps A–B: severity kind [metric] summary``)."""
+    ``check`` one line per finding (``file:LINE: steps A-B: severity kind [metric] summary``)."""
 
     name = "text"
 
@@ -248,5 +271,18 @@ class TextReporter(Streaming):
             return None
         if ctx.command == "check":
             lines = check_lines(result.report, ctx.show_all)
-            return "\n".join(lines) + "\n" if lines else None
+            if not lines:
+                return None
+            # each line whole (never wrapped: editors and CI problem matchers read it), its
+            # severity coloured where colour is shown
+            styled = []
+            for line in lines:
+                text = Text(line, no_wrap=True, overflow="ignore")
+                for sev, style in STYLE.items():
+                    at = line.find(f": {sev} ")
+                    if at >= 0:
+                        text.stylize(style, at + 2, at + 2 + len(str(sev)))
+                        break
+                styled.append(text)
+            return Group(*styled)
         return analyze_view(result.report, result.log, ctx.width, ctx.show_all, ctx.verbose)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from losslens.errors import LossLensError, UsageError
-from losslens.findings import ExitCode, Severity
+from losslens.findings import Gate, Judgement, Report, Severity, Word
 from losslens.logs import read_log
 from losslens.logs.reader import whole_document
 from losslens.logs.registry import BY_NAME
@@ -26,12 +26,15 @@ UNREADABLE_FOR_S = 10.0  # a whole document unreadable this long is an error
 @dataclass
 class Verdict:
     """watch's exit code: 1 at the first announced finding at or above ``exit_at`` (it stops
-    there), or at the end when one at or above ``fail_at`` was announced; else 0."""
+    there), or at the end when one that fails the gate (at or above its fail_on, not in its
+    baseline) was announced; else 0."""
 
     exit_at: Severity | None
-    fail_at: Severity
+    gate: Gate
+    source: str = ""  # the log followed (as the baseline names it)
     worst: Severity | None = None  # the worst severity announced (appeared or changed)
     stop: bool = False
+    failed: bool = False
 
     def see(self, events: list[Event]) -> bool:
         """Take in an analysis's events; True when watch should stop (``exit_at`` reached)."""
@@ -39,19 +42,25 @@ class Verdict:
             if (s := ev.raised) is not None:
                 self.worst = s if self.worst is None else max(self.worst, s)
                 self.stop |= self.exit_at is not None and s >= self.exit_at
+                self.failed |= bool(self.gate.failing(self.source, [ev.finding]))
         return self.stop
 
-    @property
-    def code(self) -> ExitCode:
-        failed = self.stop or (self.worst is not None and self.worst >= self.fail_at)
-        return ExitCode.FINDINGS if failed else ExitCode.OK
+    def final(self, report: Report | None, lines: int) -> Judgement:
+        """The verdict when watch ends by itself (at the end of standard input, or at --exit-on):
+        FAIL when a finding that fails the gate was announced; else the gate's verdict on the
+        last analysis (ERROR when nothing could be read, or no loss column); else ok."""
+        if self.stop or self.failed:
+            return Judgement(Word.FAIL)
+        if report is None:
+            return Judgement(Word.ERROR, f"{self.source}: no records read in {lines:,} lines")
+        return self.gate.judge_parts(self.source, [], report.loss is not None, report.read_errors)
 
 
-def followable(log: str, fmt: str, tail: int | None = None) -> None:
+def followable(log: str, fmt: str, tail: int | None = None, wait: bool = True) -> None:
     """What watch cannot follow is a UsageError before it starts: a whole-document format on
     stdin (it is re-read whole when it changes), a FIFO or a device, an unreadable file, a
-    gzip file, a start inside standard input. A missing file is fine: watch waits for it, as
-    tail -F does."""
+    gzip file, a start inside standard input, and a missing file unless ``wait`` (then watch
+    waits for it, as tail -F does)."""
     if log == "-":
         if tail is not None:
             raise UsageError("--tail and --from-end start inside a file; standard input has no end "
@@ -63,7 +72,10 @@ def followable(log: str, fmt: str, tail: int | None = None) -> None:
     try:
         mode = os.stat(log).st_mode
     except FileNotFoundError:
-        return
+        if wait:
+            return
+        why = "a dangling link" if os.path.islink(log) else "no such file"
+        raise UsageError(f"{why} (--wait waits for it to appear, as `tail -F` does)", source=log) from None
     except OSError as exc:
         raise UsageError(f"cannot follow: {exc.strerror}", source=log) from None
     if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):

@@ -28,14 +28,14 @@ def test_json_report_follows_the_contract() -> None:
     assert len(lines) == 2
     rep = json.loads(lines[0])
     assert list(rep) == ["schema", "source", "format", "lines", "steps", "eval_records",
-                         "segments", "metrics", "loss", "findings", "skipped", "notes"]
+                         "segments", "metrics", "loss", "findings", "skipped", "notes", "read_errors"]
     assert rep["skipped"] == [  # a check that could not run is said, always, in JSON
         {"detector": "multimodal", "metric": "loss", "reason": "only 30 points; needs 100"},
         {"detector": "periodicity", "metric": "loss", "reason": "only 30 points; needs 64"},
         {"detector": "plateau", "metric": "loss", "reason": "only 30 points; needs 50"},
         {"detector": "accuracy_drop", "metric": "acc", "reason": "only 30 points; needs 50"}]
     assert rep["notes"] == []
-    assert rep["loss"] == {"column": "loss", "why": "a known loss name"}
+    assert rep["loss"] == {"column": "loss", "metric": "loss", "why": "a known loss name"}
     assert rep["findings"][0]["line"] == 11  # the line of step 144's record
     assert rep["schema"] == "losslens.report/1"
     assert rep["lines"] == {"total": 30, "parsed": 30, "skipped": 0, "blank": 0}
@@ -50,15 +50,15 @@ def test_analyze_human_report() -> None:
     assert result.exit_code == 0
     out = result.stdout
     assert "format kv; 14 lines: 12 parsed, 2 skipped, 0 blank" in out
-    assert "12 (steps 0–80)" in out
-    assert "2 (restarts) — #0: steps 0–50 (6 records, from line 2); #1: steps 30–80" in out
+    assert "12 (steps 0-80)" in out
+    assert "2 (restarts) — #0: steps 0-50 (6 records, from line 2); #1: steps 30-80" in out
     assert "skipped: unrecognised line  2 (first at line 1:" in out
 
 
 def test_check_terse_and_exit_codes() -> None:
     result = runner.invoke(app, ["check", SEED])
     assert result.exit_code == 1
-    assert result.stdout.startswith(f"{SEED}:11: steps 144–349: error ladder [loss] loss climbs in ~5 "
+    assert result.stdout.startswith(f"{SEED}:11: steps 144-349: error ladder [loss] loss climbs in ~5 "
                                     "near-equal increments of ~0.91 then resets")
     assert len(result.stdout.splitlines()) == 1
     assert result.stderr.strip() == (f"{SEED}: 1 finding(s), worst error; 30 records; "

@@ -62,25 +62,35 @@ def test_folder_of_unreadable_logs_is_exit_2_with_one_line_each(bad_folder: Path
         hint = " (--skip-unreadable passes over logs that cannot be read)"
         assert errors[0] == (f"losslens: error: {bad_folder}/a/bad.log: binary data (NUL byte at offset 0), "
                              f"not a text log{hint}")
-        assert errors[1] == f"losslens: error: {bad_folder}/a/empty.log: empty file: no lines to read{hint}"
-        assert errors[2].startswith(f"losslens: error: {bad_folder}/wandb/offline-run-1: a W&B offline run: "
+        assert errors[1].startswith(f"losslens: error: {bad_folder}/wandb/offline-run-1: a W&B offline run: "
                                     "its history is in the binary run-*.wandb file")
-        assert "wandb sync" in errors[2]
-        assert len(errors) == 3 and proc.stdout == ""
+        assert "wandb sync" in errors[1]
+        assert len(errors) == 2 and proc.stdout == ""
+        # an empty file is no log: passed over (--verbose lists it); the run closes with one line
+        assert proc.stderr.splitlines()[-1] == (
+            "2 logs: 0 ok, 0 FAIL, 2 ERROR; 3 passed over (--verbose lists them); findings: 0 error, "
+            "0 warning, 0 info; exit 2 (ERROR: a log could not be judged)")
 
 
 @pytest.mark.slow
 def test_skip_unreadable_passes_over_them_but_never_passes_nothing(bad_folder: Path) -> None:
     proc = run("check", str(bad_folder), "--skip-unreadable")
     assert proc.returncode == 2  # nothing at all could be read
-    assert proc.stderr.splitlines()[-1] == f"losslens: error: no log could be read in {bad_folder}"
-    assert sum(x.startswith("losslens: skipped: ") for x in proc.stderr.splitlines()) == 3
+    assert proc.stderr.splitlines()[-1] == (
+        f"losslens: error: no log could be read in {bad_folder} (3 file(s) passed over as not logs; "
+        "--verbose lists them)")
+    assert sum(x.startswith("losslens: skipped: ") for x in proc.stderr.splitlines()) == 2
     good = bad_folder / "b"
     good.mkdir()
     write_lines(good / "train.log", [f"step={s} loss={2 - s / 100:.3f}" for s in range(40)])
     proc = run("check", str(bad_folder), "--skip-unreadable")
     assert proc.returncode == 0
-    assert f"{good}/train.log: 0 finding(s); 40 records; ok (--fail-on error)" in proc.stderr
+    assert proc.stderr.splitlines()[-1] == ("1 log: 1 ok, 0 FAIL, 0 ERROR; 3 passed over (--verbose lists "
+                                            "them); findings: 0 error, 0 warning, 0 info; exit 0 (ok)")
+    verbose = run("check", str(bad_folder), "--skip-unreadable", "-v")
+    assert f"{good}/train.log: 0 finding(s); 40 records; ok (--fail-on error)" in verbose.stderr
+    assert (f"losslens: passed over {bad_folder}/a/empty.log: not a log by its content: empty file: "
+            "no lines to read") in verbose.stderr
     quiet = run("check", str(bad_folder), "--skip-unreadable", "-q")
     assert quiet.returncode == 0 and quiet.stderr == "" and quiet.stdout == ""
 
@@ -92,7 +102,7 @@ def test_verbose_lists_what_the_walk_passed_over(bad_folder: Path) -> None:
     assert (f"losslens: passed over {bad_folder}/a/config.json: a JSON document that holds no records "
             "(a config or a summary)") in proc.stderr.splitlines()
     assert f"losslens: passed over {bad_folder}/a/model.safetensors: not a log's file name" in proc.stderr
-    assert "passed over" not in run("check", str(bad_folder / "a")).stderr
+    assert "losslens: passed over" not in run("check", str(bad_folder / "a")).stderr
 
 
 @pytest.mark.slow
@@ -215,7 +225,7 @@ def test_no_loss_metric_is_never_ok(tmp_path: Path) -> None:
                                            f"{1 + s / 50:.3f} reward={s}" for s in range(30)])
     proc = run("check", str(rl))
     assert proc.returncode == 2
-    assert proc.stdout.strip() == (f"{rl}:1: steps 0–29: warning no_loss_metric [loss] no loss metric found: "
+    assert proc.stdout.strip() == (f"{rl}:1: steps 0-29: warning no_loss_metric [loss] no loss metric found: "
                                    "several loss-like columns (actor_loss, critic_loss); pass --metric NAME "
                                    "to choose the loss")
     assert proc.stderr.splitlines()[0] == (f"losslens: error: {rl}: no loss metric found: several loss-like "
@@ -227,7 +237,7 @@ def test_no_loss_metric_is_never_ok(tmp_path: Path) -> None:
     assert [f["kind"] for f in report["findings"]] == ["no_loss_metric"]
     chosen = run("check", str(rl), "--metric", "critic_loss", "--json")
     report = json.loads(chosen.stdout)
-    assert report["loss"] == {"column": "critic_loss", "why": "chosen with --metric"}
+    assert report["loss"] == {"column": "critic_loss", "metric": "loss", "why": "chosen with --metric"}
     assert chosen.returncode == 1  # critic_loss doubles: a divergence (error)
     assert [f["kind"] for f in report["findings"]] == ["divergence"]
     missing = run("check", str(rl), "--metric", "lm_loss")
@@ -259,7 +269,7 @@ def test_a_nan_in_one_of_several_losses_fails_the_gate(tmp_path: Path) -> None:
     proc = run("check", str(results))
     assert proc.returncode == 1
     assert proc.stdout.splitlines()[0] == (
-        f"{results}:41: steps 40–60: error nonfinite [train_box_loss] train_box_loss is NaN from step 40 to "
+        f"{results}:41: steps 40-60: error nonfinite [train_box_loss] train_box_loss is NaN from step 40 to "
         "the end of the log (last finite value 0.4998): training has blown up (lower the LR, check for bad "
         "batches, fp16 overflow)")
 
@@ -272,7 +282,8 @@ def test_the_only_loss_like_column_is_the_loss_and_the_report_says_so(tmp_path: 
     assert proc.returncode == 0
     assert "column 'reduced_train_loss' (the only loss-like column)" in proc.stdout
     report = json.loads(run("check", str(nemo), "--json").stdout)
-    assert report["loss"] == {"column": "reduced_train_loss", "why": "the only loss-like column"}
+    assert report["loss"] == {"column": "reduced_train_loss", "metric": "loss",
+                              "why": "the only loss-like column"}
     assert report["metrics"][0] == "loss"
 
 
@@ -282,7 +293,7 @@ def test_the_only_loss_like_column_is_the_loss_and_the_report_says_so(tmp_path: 
 @pytest.mark.slow
 def test_text_line_is_file_line_then_steps() -> None:
     proc = run("check", SEED)
-    assert proc.stdout.startswith(f"{SEED}:11: steps 144–349: error ladder [loss] loss climbs in ~5 ")
+    assert proc.stdout.startswith(f"{SEED}:11: steps 144-349: error ladder [loss] loss climbs in ~5 ")
 
 
 @pytest.mark.slow
@@ -291,7 +302,7 @@ def test_github_annotations() -> None:
     assert proc.returncode == 1
     assert proc.stdout.splitlines() == [
         f"::error file={SEED},line=11,title=losslens ladder [loss] steps 144-349::loss climbs in ~5 "
-        "near-equal increments of ~0.91 then resets (3 episodes, steps 144–349); values are integer "
+        "near-equal increments of ~0.91 then resets (3 episodes, steps 144-349); values are integer "
         "multiples of ~0.91: a loss accumulator that is not divided or reset?"]
 
 
@@ -300,7 +311,7 @@ def test_junit_one_case_per_log_and_detector(tmp_path: Path) -> None:
     from losslens.detectors import REGISTRY
 
     missing = tmp_path / "missing.log"
-    proc = run("check", SEED, NAN, str(missing), "-o", "junit")
+    proc = run("check", SEED, NAN, str(missing), "--output-format", "junit")
     assert proc.returncode == 2
     root = ET.fromstring(proc.stdout)
     suites = root.findall("testsuite")
@@ -315,21 +326,25 @@ def test_junit_one_case_per_log_and_detector(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_sarif_results_with_lines() -> None:
-    proc = run("check", SEED, NAN, "-o", "sarif")
+    proc = run("check", SEED, NAN, "--output-format", "sarif", cwd=ROOT)
     doc = json.loads(proc.stdout)
     assert doc["version"] == "2.1.0"
     results = doc["runs"][0]["results"]
     assert [(r["ruleId"], r["level"]) for r in results] == [("ladder", "error"), ("nonfinite", "error")]
     where = results[1]["locations"][0]["physicalLocation"]
-    assert where == {"artifactLocation": {"uri": NAN}, "region": {"startLine": 42}}
+    # paths relative to the folder it ran in, named by originalUriBaseIds
+    assert where == {"artifactLocation": {"uri": "fixtures/nanogpt_nan.log", "uriBaseId": "%SRCROOT%"},
+                     "region": {"startLine": 42}}
+    assert doc["runs"][0]["originalUriBaseIds"] == {"%SRCROOT%": {"uri": ROOT.as_uri() + "/"}}
+    assert doc["runs"][0]["invocations"][0]["executionSuccessful"] is True
     assert results[1]["properties"]["start_step"] == 180
     assert {r["id"] for r in doc["runs"][0]["tool"]["driver"]["rules"]} >= {"ladder", "nonfinite", "spike"}
 
 
 @pytest.mark.slow
 def test_json_alias_and_disagreement() -> None:
-    assert run("check", SEED, "--json").stdout == run("check", SEED, "-o", "json").stdout
-    proc = run("check", SEED, "--json", "-o", "sarif")
+    assert run("check", SEED, "--json").stdout == run("check", SEED, "--output-format", "json").stdout
+    proc = run("check", SEED, "--json", "--output-format", "sarif")
     assert proc.returncode == 2
     assert proc.stderr.strip() == "losslens: error: --json and --output-format sarif disagree: pass one"
 
@@ -402,7 +417,7 @@ def test_a_flood_of_one_kind_is_grouped(spiky: Path) -> None:
     lines = run("check", str(spiky)).stdout.splitlines()
     spikes = [x for x in lines if " spike [loss] " in x]
     assert len(spikes) == 3
-    assert f"{spiky}: … 27 more spike finding(s) on loss (worst warning), steps 50–2950; --all lists " \
+    assert f"{spiky}: … 27 more spike finding(s) on loss (worst warning), steps 50-2950; --all lists " \
            "every one" in lines
     every = run("check", str(spiky), "--all").stdout.splitlines()
     assert sum(" spike [loss] " in x for x in every) == 30

@@ -30,7 +30,7 @@ def test_cli_writes_html_png_and_sparkline(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert page.stat().st_size > 2000 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     spark = [x for x in proc.stdout.splitlines() if x.startswith("loss ") and "▁" in x]
-    assert len(spark) == 1 and spark[0].endswith("  0.8183–37.23") and len(spark[0]) <= 120
+    assert len(spark) == 1 and spark[0].endswith("  0.8183 to 37.23") and len(spark[0]) <= 120
     assert f"losslens: wrote {page}" in proc.stderr and f"losslens: wrote {png}" in proc.stderr
     assert "^" in proc.stdout.splitlines()[proc.stdout.splitlines().index(spark[0]) + 1]
 

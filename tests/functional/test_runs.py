@@ -203,7 +203,8 @@ def test_many_logs_over_several_processes_report_as_one(tmp_path: Path) -> None:
     for name in ("nanogpt_nan.log", "hf_stdout.log", "seed004_dflash.log", "fairseq.log",
                  "metrics.jsonl", "drafter_restart.log"):
         shutil.copy(FIXTURES / name, tmp_path / name)
-    (tmp_path / "broken.log").write_text("hello\nworld\n")  # no known format: an error row
+    (tmp_path / "broken.log").write_bytes(b"step=1 loss=\x00\x01\x02")  # binary: an error row
+    (tmp_path / "notes.txt").write_text("hello\nworld\n")  # prose, not a log: passed over
 
     def run(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "losslens", *args], capture_output=True, text=True,

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from losslens.cli import app
-from losslens.findings import Severity
+from losslens.findings import Gate, Severity
 from tests.conftest import FIXTURES
 
 runner = CliRunner()
@@ -101,9 +101,9 @@ def test_a_rerun_reads_only_what_changed(tmp_path: Path) -> None:
 
     root, out = fleet(tmp_path / "fleet"), str(tmp_path / "f.parquet")
     options = Options.make(None, None, None, None, jobs=1)
-    first = scan.scan([str(root)], options, out, Severity.ERROR)
+    first = scan.scan([str(root)], options, out, Gate(Severity.ERROR))
     assert (first.analysed, first.reused) == (6, 0)
-    again = scan.scan([str(root)], options, out, Severity.ERROR)
+    again = scan.scan([str(root)], options, out, Gate(Severity.ERROR))
     assert (again.analysed, again.reused) == (0, 6)
     assert again.logs.equals(first.logs) and again.findings.equals(first.findings)
     # a log that grows is read again; one that is gone leaves the tables
@@ -111,13 +111,13 @@ def test_a_rerun_reads_only_what_changed(tmp_path: Path) -> None:
     with open(log, "a") as f:
         f.write(json.dumps({"step": 120, "loss": float("nan")}).replace("NaN", "NaN") + "\n")
     os.remove(root / "f-empty" / "train.log")
-    third = scan.scan([str(root)], options, out, Severity.ERROR)
+    third = scan.scan([str(root)], options, out, Gate(Severity.ERROR))
     assert (third.analysed, third.reused) == (1, 4)
     assert third.logs.filter(pl.col("run") == "d-clean")["kinds"].to_list() == ["nonfinite"]
     assert "f-empty" not in third.logs["run"].to_list()
     # other options (another --ignore) make every stored row stale
     other = Options.make(None, None, "ladder", None, jobs=1)
-    assert scan.scan([str(root)], other, out, Severity.ERROR).analysed == 5
+    assert scan.scan([str(root)], other, out, Gate(Severity.ERROR)).analysed == 5
 
 
 def test_an_interrupted_scan_goes_on_where_it_stopped(tmp_path: Path) -> None:
@@ -134,13 +134,13 @@ def test_an_interrupted_scan_goes_on_where_it_stopped(tmp_path: Path) -> None:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        scan.scan([str(root)], options, out, Severity.ERROR, on_row=stop_after_three)
+        scan.scan([str(root)], options, out, Gate(Severity.ERROR), on_row=stop_after_three)
     state = Path(out).with_name("f.scan-state.jsonl").read_text().splitlines()
     assert len(state) == 1 + 3  # the header and the three logs that finished
     state_lines = Path(out).with_name("f.scan-state.jsonl")
     with open(state_lines, "a") as f:
         f.write('{"log": "torn by the interruption", "si')  # a line cut in the middle
-    resumed = scan.scan([str(root)], options, out, Severity.ERROR)
+    resumed = scan.scan([str(root)], options, out, Gate(Severity.ERROR))
     assert (resumed.analysed, resumed.reused) == (3, 3)
     assert resumed.logs.height == 6
 

@@ -45,9 +45,9 @@ class Proc:
 @pytest.mark.slow
 def test_watch_file_through_rotation_and_truncation(tmp_path: Path) -> None:
     path = tmp_path / "train.log"
-    w = Proc(str(path), "--json")
+    w = Proc(str(path), "--json", "--wait")
     try:
-        time.sleep(0.8)  # the file does not exist yet
+        time.sleep(0.8)  # the file does not exist yet: --wait waits for it
         append(path, LINES[:100])
         time.sleep(0.8)
         append(path, LINES[100:150], end="")  # a partial last line...

@@ -414,7 +414,8 @@ def test_the_losses_of_a_gan_are_losses(tmp_path: Path) -> None:
     assert set(log.metrics) >= {"average_loss_g", "loss_d"}
     (f,) = [f for f in analyze(log).findings if f.kind == "no_loss_metric"]
     assert f.evidence["loss_like"] == ["Average Loss_G", "Loss_D"]
-    assert analyze(log, metrics=("Loss_D",)).loss == {"column": "Loss_D", "why": "chosen with --metric"}
+    assert analyze(log, metrics=("Loss_D",)).loss == {"column": "Loss_D", "metric": "loss",
+                                                      "why": "chosen with --metric"}
     from losslens.logs.names import is_training_metric
 
     assert [is_training_metric(n) for n in ("loss_cls", "loss_rpn_bbox", "lossg", "loss_min_median_max",

@@ -91,7 +91,7 @@ def test_the_loss_that_follows_what_was_fed_is_found_and_an_independent_one_is_n
     assert moved["rho"] == tied["rho"]
     # nothing aligns: refused with what to check, or with --allow-misalignment a null verdict
     with pytest.raises(UsageError, match=r"2,000 of 2,000 logged steps have no recorded batch .the "
-                       r"record covers steps 0–1,999, the log 5,000–6,999 after --step-offset 0.: "
+                       r"record covers steps 0-1,999, the log 5,000-6,999 after --step-offset 0.: "
                        r"check --step-offset"):
         correlate_fed(steps + 5000, _loss(b, True), fed)
     lost = correlate_fed(steps + 5000, _loss(b, True), fed, allow_misalignment=True)

@@ -61,10 +61,10 @@ def test_the_sparkline_has_no_holes_between_evenly_logged_records() -> None:
     log = from_arrays(steps, loss=loss)
     line = loss_sparkline(analyze(log), log, 80).renderables[0].plain
     bars = line.removeprefix("loss ").split("  ")[0]
-    assert len(bars) == 80 - len("loss ") - len("  0.5199–9") and " " not in bars
+    assert len(bars) == 80 - len("loss ") - len("  0.5199 to 9") and " " not in bars
     assert bars.count("█") == 1 and bars[0] == "▃"
     short = from_arrays(np.arange(12), loss=np.linspace(2, 1, 12))
-    assert loss_sparkline(analyze(short), short, 80).renderables[0].plain == "loss █▇▆▆▅▄▄▃▂▂▁▁  1–2"
+    assert loss_sparkline(analyze(short), short, 80).renderables[0].plain == "loss █▇▆▆▅▄▄▃▂▂▁▁  1 to 2"
 
 
 def test_html_is_self_contained_with_shaded_findings() -> None:
@@ -89,7 +89,7 @@ def test_pages_carry_the_notes_and_skipped_lines() -> None:
 
 def test_markdown_summary() -> None:
     text = markdown.render(analyze(read_log(SEED)))
-    assert "| error | ladder | loss | 144–349 |" in text
+    assert "| error | ladder | loss | 144-349 |" in text
     assert "- **ladder** (error): loss climbs in ~5 near-equal increments" in text
 
 
