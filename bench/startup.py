@@ -2,7 +2,7 @@
 an empty folder (no losslens config to read).
 
 Three floors: the bare imports as Python runs them; the same imports with the collector's
-thresholds `losslens` sets before it imports anything (``losslens/__main__.py``), the honest floor
+thresholds `losslens` sets before it imports anything (``src/losslens/__main__.py``), the honest floor
 for what losslens adds on top of its imports; and those, ended as `losslens` ends a command,
 without the interpreter's teardown (``os._exit`` once the output is flushed), so that the ratio to
 it shows what the gate adds beyond its imports, with the exit's saving taken out. Runs are interleaved (floor,
@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import dflash_log  # noqa: E402
 
 IMPORTS = "import typer, rich.console, numpy, polars"
-GC = "import gc; gc.set_threshold(100_000, 20, 10)"  # as losslens/__main__.py
-EXIT = "import os, sys; sys.stdout.flush(); os._exit(0)"  # ends as losslens/__main__.py does
+GC = "import gc; gc.set_threshold(100_000, 20, 10)"  # as src/losslens/__main__.py
+EXIT = "import os, sys; sys.stdout.flush(); os._exit(0)"  # ends as src/losslens/__main__.py does
 
 
 def _cpu() -> float:

@@ -288,3 +288,21 @@ def test_golden_reports(golden) -> None:
     got = json.loads(jsonl.render(analyze(read_log(log_path))))
     got["source"] = f"fixtures/{log_path.name}"
     assert got == json.loads(golden.read_text())
+
+
+def test_readme_library_block_runs_as_written(tmp_path) -> None:
+    """The README's library block, run as a user pastes it into python from a fresh clone's
+    folder; and run from the folder above a clone named losslens, the package is the one
+    installed (a src layout), never the clone's folder."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## As a library", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    proc = subprocess.run([sys.executable, "-c", block], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["kv {'total': 30, 'parsed': 30, 'skipped': 0, 'blank': 0}",
+                                        "[('ladder', 144, 11)]", "1", "accumulator"]
+    (tmp_path / "losslens").symlink_to(ROOT)
+    code = "import losslens; print(losslens.read_log.__name__, 'read_log' in dir(losslens))"
+    above = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=60)
+    assert above.stdout == "read_log True\n", above.stderr

@@ -487,7 +487,7 @@ def test_library_surface() -> None:
     from losslens.findings import Finding, Report
     from losslens.logs import LogData
 
-    assert (ROOT / "losslens" / "py.typed").exists()
+    assert (ROOT / "src" / "losslens" / "py.typed").exists()
     assert callable(losslens.analyze) and "Report" in (losslens.analyze.__doc__ or "")
     report = losslens.analyze(losslens.read_log(SEED))
     assert isinstance(report, losslens.Report) and report.exit_code(losslens.Severity.ERROR) == 1

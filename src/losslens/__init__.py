@@ -3,9 +3,9 @@
 The public API::
 
     import losslens
-    log = losslens.read_log("run.log")          # LogData: canonical polars frames + accounting
+    log = losslens.read_log("fixtures/seed004_dflash.log")  # LogData: polars frames + accounting
     report = losslens.analyze(log)               # Report: findings, loss column, skipped checks
-    report.exit_code(losslens.Severity.ERROR)    # what `losslens check` would exit with
+    report.exit_code(losslens.Severity.ERROR)    # what `losslens check` exits with for it
     report                                       # in a notebook: the findings table (HTML)
 
 ``Finding``, ``Report``, ``Severity`` and ``ExitCode`` live in ``losslens.findings``; the
@@ -37,3 +37,8 @@ def __getattr__(name: str) -> Any:
 
         return analyze
     raise AttributeError(f"module 'losslens' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # the names loaded on first use are part of the API too (tab completion, dir())
+    return sorted(set(globals()) | set(__all__))
