@@ -90,3 +90,9 @@ def test_big_log_memory_benchmark_runs_small() -> None:
     out = _bench("big_log_memory.py", "--lines", "3000", "--base", "300", timeout=300)
     assert "300 DFlash lines" in out and "3,000 DFlash lines" in out
     assert re.search(r"read_log \+ analyze +3,000 lines / 300 lines: \d+\.\d\dx", out)
+
+
+def test_spike_grad_norm_benchmark_runs_small() -> None:
+    out = _bench("spike_grad_norm.py", "--records", "20000", "--spikes", "40", "--repeat", "1", timeout=300)
+    assert "spikes with a grad-norm lead: 40" in out or "spikes with a grad-norm lead: 39" in out
+    assert "x the spike-free time" in out

@@ -77,9 +77,10 @@ class Spike(Detector):
         tops = np.array([g[np.argmax(v[g] / level[g])] for g in groups])
         draws, alpha = noise_draws(v, level, flagged, self.window, self.tail_share, tops) or (None, 0.0)
         grad = (series.context or {}).get("grad_norm")
+        grad_spikes = _grad_spikes(grad, series.steps) if grad is not None else None
         out = []
         for i, (g, top) in enumerate(zip(groups, tops, strict=True)):
-            lead = _grad_lead(grad, series.steps, steps[top]) if grad is not None else None
+            lead = _grad_lead(grad_spikes, int(steps[top])) if grad_spikes is not None else None
             # how often the run's own noise makes an excursion this large; a grad-norm spike
             # before it says it was an event, whatever the noise
             by_noise = None if draws is None or lead is not None else float(draws[i])
@@ -193,13 +194,22 @@ def noise_draws(v: np.ndarray, level: np.ndarray, flagged: np.ndarray, window: i
     return k * (len(v) / usable) * (np.maximum(e, u) / u) ** -alpha, alpha
 
 
-def _grad_lead(grad: np.ndarray, steps: np.ndarray, at: int) -> tuple[int, float] | None:
+def _grad_spikes(grad: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The steps at which the grad norm spikes, and its values there (once per series: every
+    loss spike is then looked up in them, not a rolling median run per spike); None with fewer
+    than 8 usable values."""
     ok = np.isfinite(grad) & (grad > 0)
     if ok.sum() < 8:
         return None
     g, s = grad[ok], steps[ok]
     flagged, _, _ = spikes(g, 64, 6.0, 2.0, 3)
-    hits = [i for i in np.flatnonzero(flagged) if at - 3 <= s[i] <= at]
-    if not hits:
+    return s[flagged], g[flagged]
+
+
+def _grad_lead(grad_spikes: tuple[np.ndarray, np.ndarray], at: int) -> tuple[int, float] | None:
+    """The first grad-norm spike within the 3 steps up to ``at`` (a loss spike's step), if any."""
+    s, g = grad_spikes
+    i = int(np.searchsorted(s, at - 3, "left"))
+    if i >= len(s) or s[i] > at:
         return None
-    return int(s[hits[0]]), float(g[hits[0]])
+    return int(s[i]), float(g[i])
