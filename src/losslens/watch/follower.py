@@ -16,7 +16,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from losslens.logs.source import MAX_LINE, line_text
+from losslens.errors import InputError
+from losslens.logs.source import GZIP_MAGIC, MAX_LINE, UTF16_BOMS, line_text
 
 _BREAK = re.compile(rb"\r(?!\n)|\n")
 
@@ -38,19 +39,23 @@ def complete_lines(data: bytes) -> tuple[list[bytes], bytes]:
 READ_EVERY_S = 0.05  # how often a followed file is read (the analysis runs every interval_s)
 BASE_READ = 1 << 20  # bytes read per poll; doubled (up to max_bytes) while a backlog lasts
 HEAD_BYTES = 1024  # the file's first bytes, kept to recognise it (a rewrite changes them)
+MARK_BYTES = 1024  # the bytes just before the offset, kept to recognise it past its head
 
 
 class Follower:
     """Yields complete lines of ``path`` as they are appended, across rotation and truncation.
 
-    The file is known by its identity (device, inode), its size and its first bytes. A new
-    identity at the path is a rotation: the old file is drained to its end (it will not grow
-    again), and a generation rotated away before it was ever opened (two rotations within one
-    poll) is read whole from ``path.1`` when that is neither file. A size below the offset read is
-    a truncation (copytruncate): the bytes written between the last read and the copy are taken
-    from ``path.1`` when it starts with the same bytes, and read again from 0 otherwise; changed
-    first bytes at the same size or larger are a truncation followed by a larger rewrite. What
-    cannot be recovered is said in ``notes`` (a possible loss), never dropped silently."""
+    The file is known by its identity (device, inode), its size, its first bytes and the bytes
+    just before the offset read (a restarted run that prints the same preamble keeps the first
+    ones, never the others). A new identity at the path is a rotation: the old file is read to
+    its end (it will not grow again), and a generation rotated away before it was ever opened (two
+    rotations within one poll) is read whole from ``path.1`` when that is neither file. A size
+    below the offset is a truncation (copytruncate): the bytes written between the last read and
+    the copy are taken from ``path.1`` when it starts with the same bytes, and read again from 0
+    otherwise; changed bytes at the same size or larger are a truncation followed by a larger
+    rewrite. Every file is read at most ``read_size`` bytes a poll, a rotated one too: memory
+    stays flat while a backlog is read. What cannot be recovered is said in ``notes`` (a
+    possible loss), never dropped silently."""
 
     def __init__(self, path: str, interval: float = 0.5, max_bytes: int = 8 << 20,
                  notes: list[str] | None = None, tail: int | None = None):
@@ -65,6 +70,8 @@ class Follower:
         self.ident: tuple[int, int] | None = None
         self.offset = 0
         self.head = b""  # the first bytes read (up to HEAD_BYTES)
+        self.mark = b""  # the last bytes read (up to MARK_BYTES), ending at the offset
+        self.backlog: list[Any] = []  # files to read to their end before ``file`` (rotated ones)
         self.seen: list[tuple[int, int]] = []
         self.partial = b""
         self.lines = 0  # complete lines handed out, for the notes
@@ -77,7 +84,7 @@ class Follower:
         except OSError:
             return False
         st = os.fstat(f.fileno())
-        self.file, self.ident, self.offset, self.head = f, (st.st_dev, st.st_ino), 0, b""
+        self.file, self.ident, self.offset, self.head, self.mark = f, (st.st_dev, st.st_ino), 0, b"", b""
         self.seen = [*self.seen[-7:], self.ident]  # files read already (never a missed generation)
         if self.tail is not None:  # only the file there at the start; later ones from their top
             self._skip_to_tail(st.st_size, self.tail)
@@ -105,6 +112,7 @@ class Follower:
             at = lo
         self.offset = start
         self.file.seek(start)
+        self.mark = os.pread(fd, min(MARK_BYTES, start), start - min(MARK_BYTES, start))
         for pos in range(0, start, 1 << 20):
             self.passed += os.pread(fd, min(1 << 20, start - pos), pos).count(b"\n")
 
@@ -112,14 +120,17 @@ class Follower:
         data = self.file.read(limit)
         if self.offset < HEAD_BYTES:
             self.head = (self.head + data)[:HEAD_BYTES]
+        self.mark = (self.mark + data)[-MARK_BYTES:] if len(data) < MARK_BYTES else data[-MARK_BYTES:]
         self.offset += len(data)
         return data
 
     def _rewritten(self) -> bool:
-        """The first bytes are no longer the ones read: truncated, then written past the offset."""
-        if not self.head:
-            return False
-        return os.pread(self.file.fileno(), len(self.head), 0) != self.head
+        """The bytes read are no longer there: the first ones, or those just before the offset
+        (truncated, then written past the offset: a restart printing the same preamble)."""
+        fd = self.file.fileno()
+        if self.head and os.pread(fd, len(self.head), 0) != self.head:
+            return True
+        return bool(self.mark) and os.pread(fd, len(self.mark), self.offset - len(self.mark)) != self.mark
 
     def _copy(self) -> str | None:
         """``path.1`` when it is a file not read yet (every file opened is in ``seen``)."""
@@ -130,65 +141,90 @@ class Follower:
             return None
         return sibling if (st.st_dev, st.st_ino) not in self.seen else None
 
-    def _recover(self, chunks: list[bytes], why: str) -> None:
+    def _recover(self, why: str) -> None:
         """The bytes written between the last read and a truncation: from the rotated copy when it
-        starts like the file read so far, else a note that some lines may be missing."""
+        starts like the file read so far (read before the file again, a piece a poll), else a
+        note that some lines may be missing."""
         copy = self._copy()
         if copy is not None and self.head:
-            with open(copy, "rb") as f:
-                if f.read(len(self.head)) == self.head:
-                    f.seek(self.offset)
-                    rest = f.read()
-                    chunks.append(rest)
-                    self._flush_partial(chunks)
-                    self.notes.append(f"{self.path} was {why} after line {self.lines:,}; the "
-                                      f"{len(rest):,} bytes written before it were read from {copy}")
-                    return
+            f = open(copy, "rb")  # noqa: SIM115 - read over the next polls, then closed
+            if f.read(len(self.head)) == self.head:
+                rest = os.fstat(f.fileno()).st_size - self.offset
+                f.seek(self.offset)
+                self.backlog.append(f)
+                self.notes.append(f"{self.path} was {why} after line {self.lines:,}; the "
+                                  f"{max(0, rest):,} bytes written before it are read from {copy}")
+                return
+            f.close()
         self.notes.append(f"{self.path} was {why} after line {self.lines:,}: lines written between "
                           "the last read and then may be missing (possible loss)")
-        self._flush_partial(chunks)
+        self._flush_partial([])
 
     def poll(self) -> list[str]:
-        """Complete lines appended since the last poll (no waiting)."""
-        chunks: list[bytes] = []
+        """Complete lines appended since the last poll (no waiting), at most ``read_size`` bytes
+        of them."""
         if self.file is None and not self._open():
             return []
+        if self.backlog:
+            return self._read_backlog()
         try:
             st = os.stat(self.path)
             now: tuple[int, int] | None = (st.st_dev, st.st_ino)
         except OSError:
             now, st = None, None
         if now is not None and now != self.ident:
-            # rotated or recreated: finish the old file, then start the new one from its top
-            chunks.append(self._drain())  # the old file's rest, whole: it will not grow again
-            self._flush_partial(chunks)
-            self.file.close()
+            # rotated or recreated: finish the old file (a piece a poll: it will not grow
+            # again), then the new one from its top
+            old = self.file
             self.events.append("rotated")
             if not self._open():
-                return self._lines(chunks)
+                self.file = old
+                return self._read(self.read_size)
+            self.backlog.append(old)
             missed = self._copy()
             if missed is not None:  # a generation rotated away before it was ever opened
-                with open(missed, "rb") as f:
-                    chunks.append(f.read())
-                self._flush_partial(chunks)
+                self.backlog.append(open(missed, "rb"))  # noqa: SIM115 - read, then closed
                 self.events.append("generation")
                 self.notes.append(f"{self.path} was rotated twice between two reads; the "
-                                  f"generation in between was read whole from {missed}")
-        elif st is not None and st.st_size < self.offset:
+                                  f"generation in between is read whole from {missed}")
+            return self._read_backlog()
+        if st is not None and st.st_size < self.offset:
             self.events.append("truncated")
-            self._recover(chunks, "truncated (copytruncate)")
-            self.file.seek(0)
-            self.offset, self.head = 0, b""
+            self._restart("truncated (copytruncate)")
         elif st is not None and self._rewritten():
             self.events.append("rewritten")
-            self._recover(chunks, "truncated and rewritten")
-            self.file.seek(0)
-            self.offset, self.head = 0, b""
-        chunks.append(self._drain(self.read_size))
-        self.more = len(chunks[-1]) == self.read_size
-        # a backlog is read in larger pieces (the vectorised reader's cost is per piece)
-        self.read_size = min(2 * self.read_size, self.max_bytes) if self.more else BASE_READ
+            self._restart("truncated and rewritten")
+        if self.backlog:
+            return self._read_backlog()
+        return self._read(self.read_size)
+
+    def _restart(self, why: str) -> None:
+        """Read the file again from its top (after what ``_recover`` finds of the bytes lost)."""
+        self._recover(why)
+        self.file.seek(0)
+        self.offset, self.head, self.mark = 0, b"", b""
+
+    def _read(self, size: int) -> list[str]:
+        data = self._drain(size)
+        self._grow(len(data) == size)
+        return self._lines([data])
+
+    def _read_backlog(self) -> list[str]:
+        """A piece of the first file of the backlog; at its end, its last line is complete."""
+        f = self.backlog[0]
+        data = f.read(self.read_size)
+        chunks = [data]
+        if len(data) < self.read_size:
+            f.close()
+            self.backlog.pop(0)
+            self._flush_partial(chunks)
+        self._grow(True)
         return self._lines(chunks)
+
+    def _grow(self, full: bool) -> None:
+        # a backlog is read in larger pieces (the vectorised reader's cost is per piece)
+        self.more = full
+        self.read_size = min(2 * self.read_size, self.max_bytes) if full else BASE_READ
 
     def _lines(self, chunks: list[bytes]) -> list[str]:
         lines, self.partial = complete_lines(self.partial + b"".join(chunks))
@@ -199,11 +235,15 @@ class Follower:
         # a last line without a newline in a file that gets no more is complete
         tail = self.partial + b"".join(chunks)
         if tail and not tail.endswith(b"\n"):
-            chunks.append(b"\n")
+            if chunks:
+                chunks.append(b"\n")
+            else:
+                self.partial += b"\n"
 
     def close(self) -> None:
-        if self.file is not None:
-            self.file.close()
+        for f in [*self.backlog, self.file]:
+            if f is not None:
+                f.close()
 
 
 class Splitter:
@@ -247,19 +287,88 @@ class Splitter:
 STDIN_QUEUE = 64  # chunks of at most 64 KiB read ahead of the parser: then the pipe waits
 
 
-def stdin_lines(q: queue.Queue[list[str] | None]) -> None:
+Item = list[str] | None | Exception  # a batch of lines, the end of input, or why it cannot be read
+
+
+def stdin_lines(q: queue.Queue[Item], fd: int | None = None) -> None:
     """Reader thread: standard input in batches of lines (see ``Splitter``); None at EOF. The
     queue is bounded: a writer faster than the parser is held back by the pipe (back-pressure),
-    memory stays flat."""
+    memory stays flat. Its first bytes say what it is, as ``check -`` reads it: gzip and UTF-16
+    with a byte-order mark are decoded as they come; binary data (a NUL byte in the first
+    block) is an InputError put on the queue, and so is a read that fails (EIO): the follower
+    raises it, never a thread's traceback and a wait for lines that will not come."""
+    fd = sys.stdin.fileno() if fd is None else fd
     split = Splitter()
-    while chunk := os.read(sys.stdin.fileno(), 1 << 16):  # what has arrived, not a full block
-        lines = [line_text(raw) for raw in split.feed(chunk)]
-        if lines:
-            q.put(lines)
+    decode: Decoder | None = None
+    try:
+        first = True
+        while chunk := os.read(fd, 1 << 16):  # what has arrived, not a full block
+            if first:
+                decode, first = stdin_decoder(chunk), False
+            if decode is not None:
+                chunk = decode(chunk, False)
+            lines = [line_text(raw) for raw in split.feed(chunk)]
+            if lines:
+                q.put(lines)
+        if decode is not None:
+            lines = [line_text(raw) for raw in split.feed(decode(b"", True))]
+            if lines:
+                q.put(lines)
+    except OSError as exc:
+        q.put(InputError(f"cannot read standard input: {exc.strerror or exc}", source="<stdin>"))
+        return
+    except InputError as exc:
+        q.put(exc)
+        return
     rest = split.rest()
     if rest.rstrip(b"\r"):
         q.put([line_text(rest)])
     q.put(None)
+
+
+Decoder = Callable[[bytes, bool], bytes]  # (raw bytes, the last of them) -> UTF-8 text's bytes
+
+
+def stdin_decoder(first: bytes) -> Decoder | None:
+    """How standard input's bytes become text, from its first block: None for UTF-8 text; a
+    decoder for gzip and for UTF-16 with a byte-order mark; an InputError for binary data."""
+    if first[:2] == GZIP_MAGIC:
+        return _gunzip()
+    if first[:2] in UTF16_BOMS:
+        import codecs
+
+        text = codecs.getincrementaldecoder("utf-16")(errors="replace")
+        return lambda data, last: text.decode(data, final=last).encode("utf-8", "replace")
+    at = first.find(b"\x00")
+    if at >= 0:
+        head = first[:512]
+        utf16 = len(head) >= 8 and 2 * max(head[0::2].count(0), head[1::2].count(0)) >= 0.8 * len(head)
+        hint = " (UTF-16 text without a byte-order mark? convert it to UTF-8)" if utf16 else ""
+        raise InputError(f"binary data (NUL byte at offset {at}), not a text log{hint}", source="<stdin>")
+    return None
+
+
+def _gunzip() -> Decoder:
+    """gzip members one after another; damaged data is an InputError, a stream that ends before
+    its end marker keeps what came before (as ``check -`` reads it)."""
+    import zlib
+
+    state = {"z": zlib.decompressobj(31)}
+
+    def decode(data: bytes, last: bool) -> bytes:
+        out = bytearray()
+        while data:
+            try:
+                out += state["z"].decompress(data)
+            except zlib.error as exc:
+                raise InputError(f"the gzip data is damaged ({exc})", source="<stdin>") from None
+            if not state["z"].eof:
+                break
+            data = state["z"].unused_data
+            state["z"] = zlib.decompressobj(31)
+        return bytes(out)
+
+    return decode
 
 
 def lines_from(path: str, interval: float, stop: threading.Event, notes: list[str] | None = None,
@@ -270,7 +379,7 @@ def lines_from(path: str, interval: float, stop: threading.Event, notes: list[st
     followed from its last ``tail`` lines (0: from its end); ``on_passed`` gets the count of the
     lines passed over, once."""
     if path == "-":
-        q: queue.Queue[list[str] | None] = queue.Queue(maxsize=STDIN_QUEUE)
+        q: queue.Queue[Item] = queue.Queue(maxsize=STDIN_QUEUE)
         threading.Thread(target=stdin_lines, args=(q,), daemon=True).start()
         while not stop.is_set():
             batch: list[str] = []
@@ -280,6 +389,8 @@ def lines_from(path: str, interval: float, stop: threading.Event, notes: list[st
                     item = q.get(timeout=max(0.0, deadline - time.monotonic()))
                 except queue.Empty:
                     break
+                if isinstance(item, Exception):
+                    raise item
                 if item is None:
                     yield batch
                     yield None

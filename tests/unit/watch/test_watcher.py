@@ -37,11 +37,11 @@ def test_follower_waits_appends_partial_truncate_rotate_recreate(tmp_path: Path)
         h.write("e=5\nf=")
     os.rename(path, tmp_path / "run.log.1")  # rotation; the old file's last line had no newline
     path.write_text("g=7\n")
-    assert f.poll() == ["e=5", "f=", "g=7"] and f.events[-1] == "rotated"
+    assert _polled(f) == ["e=5", "f=", "g=7"] and f.events[-1] == "rotated"
     path.unlink()
     assert f.poll() == []
     path.write_text("h=8\n")  # deleted and recreated
-    assert f.poll() == ["h=8"]
+    assert _polled(f) == ["h=8"]
     f.close()
 
 
@@ -154,6 +154,15 @@ def _steps(lines: list[str]) -> list[int]:
     return [int(x.split()[0].removeprefix("step=")) for x in lines]
 
 
+def _polled(f: Follower) -> list[str]:
+    """What polls give until the follower has read all it has (a rotated file, a copy and the
+    file again are read a poll each: memory stays flat while a backlog is read)."""
+    lines = f.poll()
+    while f.more or f.backlog:
+        lines += f.poll()
+    return lines
+
+
 def test_copytruncate_takes_the_lines_written_before_it_from_the_copy(tmp_path: Path) -> None:
     import shutil
 
@@ -165,7 +174,7 @@ def test_copytruncate_takes_the_lines_written_before_it_from_the_copy(tmp_path: 
     shutil.copy(path, tmp_path / "run.log.1")  # ...then logrotate copies the file
     os.truncate(path, 0)  # and truncates it; the writer goes on
     _write(path, range(180, 200))
-    seen += _steps(f.poll())
+    seen += _steps(_polled(f))
     assert seen == list(range(200)) and f.events == ["truncated"]
     assert "read from" in f.notes[0] and "run.log.1" in f.notes[0]
 
@@ -190,7 +199,7 @@ def test_two_rotations_between_reads_lose_no_generation(tmp_path: Path) -> None:
     _write(path, range(20, 30), mode="w")
     os.rename(path, tmp_path / "run.log.1")  # second rotation before the next read
     _write(path, range(30, 40), mode="w")
-    assert _steps(f.poll()) == list(range(10, 40)) and f.events == ["rotated", "generation"]
+    assert _steps(_polled(f)) == list(range(10, 40)) and f.events == ["rotated", "generation"]
     assert "rotated twice" in f.notes[0]
 
 
@@ -377,3 +386,39 @@ def test_a_generic_format_that_holds_stays() -> None:
     from losslens import read_log
 
     assert w.acc.parsed == read_log(FIXTURES / "custom_colon.log").lines.parsed
+
+
+def test_a_rewrite_that_keeps_the_first_bytes_is_still_a_rewrite(tmp_path: Path) -> None:
+    """A restarted run prints the same preamble (over 1 KB of it), then its own lines: the bytes
+    just before the offset read are gone, so the file is read again from its top."""
+    path = tmp_path / "run.log"
+    preamble = "".join(f"config.{k} = {k * 7}\n" for k in range(120))  # ~2 KB, the same each start
+    path.write_text(preamble + "".join(f"step={i} loss=1.0\n" for i in range(100)))
+    f = Follower(str(path))
+    first = _polled(f)
+    assert _steps(first[120:]) == list(range(100))
+    with open(path, "w") as h:  # the restart: same inode, same head, more lines than before
+        h.write(preamble + "".join(f"step={i} loss=2.0\n" for i in range(500)))
+    again = _polled(f)
+    assert f.events == ["rewritten"] and _steps(again[120:]) == list(range(500))
+    assert "possible loss" in f.notes[0]
+
+
+def test_a_rotated_backlog_is_read_a_bounded_piece_at_a_time(tmp_path: Path) -> None:
+    path = tmp_path / "run.log"
+    line = "step={} loss=1.0 " + "x" * 80 + "\n"
+    with open(path, "w") as h:
+        h.write("".join(line.format(i) for i in range(200_000)))  # ~20 MB, mostly unread
+    f = Follower(str(path), max_bytes=2 << 20)
+    got = f.poll()
+    os.rename(path, tmp_path / "run.log.1")  # rotated while the follower is far behind
+    path.write_text("".join(line.format(i) for i in range(200_000, 200_010)))
+    sizes = []
+    while True:
+        batch = f.poll()
+        sizes.append(sum(len(x) + 1 for x in batch))
+        got += batch
+        if not (f.more or f.backlog):
+            break
+    assert _steps(got) == list(range(200_010))
+    assert max(sizes) < (2 << 20) + 200  # a piece and a carried-over line: never the whole rest
