@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
@@ -166,11 +166,33 @@ Logs = Annotated[list[str] | None, typer.Argument(
 
 
 class Terminated(Exception):
-    """SIGTERM, raised where the program is, so that it ends like Ctrl-C: with its summary."""
+    """SIGTERM or SIGHUP, raised where the program is, so that it ends like Ctrl-C: with its
+    summary, its worker processes stopped (``code``: 143 or 129)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.code = ExitCode.HANGUP if signum == signal.SIGHUP else ExitCode.TERMINATED
 
 
-def _on_sigterm(signum: int, frame: Any) -> None:
-    raise Terminated()
+def _on_signal(signum: int, frame: Any) -> None:
+    raise Terminated(signum)
+
+
+@contextmanager
+def supervised() -> Iterator[None]:
+    """SIGTERM and SIGHUP, as a supervisor or a closed terminal sends them to this process, end
+    the command as Ctrl-C does (``Terminated``); the handlers before are restored after."""
+    previous = {sig: signal.signal(sig, _on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _stopped(exc: BaseException) -> ExitCode:
+    """The exit code of a command stopped by Ctrl-C (130), SIGTERM (143) or SIGHUP (129)."""
+    return exc.code if isinstance(exc, Terminated) else ExitCode.INTERRUPTED
 
 
 @contextmanager
@@ -186,8 +208,8 @@ def user_errors() -> Iterator[None]:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         raise typer.Exit(ExitCode.BROKEN_PIPE) from None
-    except OSError as exc:  # e.g. an output file that could not be written after all
-        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+    except OSError as exc:  # an output file that could not be written after all, a full disk
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else "cannot write the output: "
         err.print(f"losslens: error: {where}{exc.strerror or exc}", markup=False)
         raise typer.Exit(ExitCode.ERROR) from None
 
@@ -293,8 +315,10 @@ def _results(logs: list[str], run: Options, walk: Walk) -> Iterator[Result]:
                         else " (--skip-unreadable passes over logs that cannot be read)")
                 err.print(f"losslens: error: {r.error}{hint}", markup=False)
             yield r
-    if run.verbose:
-        for path, why in walk.ignored:
+    from losslens.discover import LINKED_OUT
+
+    for path, why in walk.ignored:  # a link out of the folder is named always: skipped, never unseen
+        if run.verbose or (why == LINKED_OUT and not run.quiet):
             err.print(f"losslens: passed over {path}: {why}", markup=False)
 
 
@@ -411,9 +435,9 @@ class Verdicts:
         return sorted(((k, n, w, len(logs)) for k, (n, w, logs) in by.items()),
                       key=lambda x: (-x[1], x[0]))
 
-    def closing(self, walk: Walk) -> str:
+    def closing(self, walk: Walk, stopped: ExitCode | None = None) -> str:
         """The one line a run over several logs ends with: counts, findings by severity, why
-        it exits as it does."""
+        it exits as it does (``stopped``: the code of a run stopped by a signal)."""
         words = {w: sum(j.word is w for _, j in self.judgements) for w in Word}
         severities = [f.severity for r, _ in self.judgements if r.report is not None
                       for f in r.report.findings]
@@ -424,6 +448,9 @@ class Verdicts:
                   ExitCode.ERROR: "ERROR: a log could not be judged"}[code]
         if code is ExitCode.OK and words[Word.FAIL]:
             reason = "ok (--exit-zero)"
+        if stopped is not None:
+            reason = f"stopped after {len(self.judgements)} of {len(walk.targets)}"
+            code = stopped
         passed = f"; {len(walk.ignored)} passed over (--verbose lists them)" if walk.ignored else ""
         n = len(self.judgements)
         return (f"{n} log{'s' if n != 1 else ''}: {words[Word.OK]} ok, {words[Word.FAIL]} FAIL, "
@@ -476,14 +503,22 @@ def _judge_logs(command: str, logs: list[str], walk: Walk, run: Options, gate: G
     reporter = _reporter(fmt, markdown)
     ctx = Context(command, out.width, show_all, run.verbose, gate)
     shown: list[Result] = []
-    for r in found:
-        judgement = verdicts.add(r)
-        s = _shown(r, min_severity)
-        shown.append(s)
-        if not statistics:
-            printer(reporter.log(s, ctx))
-        if each is not None:
-            each(r, judgement, gate)
+    try:
+        with supervised():
+            for r in found:
+                judgement = verdicts.add(r)
+                s = _shown(r, min_severity)
+                shown.append(s)
+                if not statistics:
+                    printer(reporter.log(s, ctx))
+                if each is not None:
+                    each(r, judgement, gate)
+    except (KeyboardInterrupt, Terminated) as exc:
+        if isinstance(found, Generator):
+            found.close()  # the worker processes are stopped now, not at the interpreter's end
+        if not run.quiet:
+            err.print(f"interrupted: {verdicts.closing(walk, _stopped(exc))}", markup=False)
+        raise typer.Exit(_stopped(exc)) from None
     printer(_statistics(verdicts, fmt) if statistics else reporter.close(shown, ctx))
     if walk.several and not run.quiet:
         err.print(verdicts.closing(walk), markup=False)
@@ -645,7 +680,7 @@ def check(
             err.print(f"{report.source}: {len(report.findings)} finding(s)"
                       f"{f', worst {worst}' if worst is not None else ''}; "
                       f"{report.steps['count']} records; {j.word} ({gate.describe()})", markup=False)
-            for note in report.read_errors:  # the answer is on part of it
+            for note in report.read_errors if j.why is None else ():  # judged on part of it
                 err.print(f"{report.source}: note: {note}", markup=False)
             if (thin := unchecked_loss(r, run.settings.registry())) is not None:
                 err.print(f"{report.source}: note: {thin}", markup=False)
@@ -735,10 +770,9 @@ def watch(
                           run.settings.registry(), run.ignore, window=w["window"],
                           confirm=w["confirm"], cooldown_s=w["cooldown_s"], metrics=run.metrics)
         view = live.View(watcher, json=fmt is WatchFormat.json, console=out, err=err, quiet=run.quiet)
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
-    verdict = Verdict(exit_at, gate, log)
+    verdict = Verdict(exit_at, gate, watcher.source)
     try:
-        with user_errors():
+        with supervised(), user_errors():
             with closing(follow(log, watcher, w["interval_s"], w["confirm"], start)) as analyses:
                 for events in analyses:
                     view.show(events)
@@ -749,10 +783,7 @@ def watch(
     except (KeyboardInterrupt, Terminated) as exc:
         watcher.finish_input()  # the lines still waiting for their format: read, so all are accounted
         view.summary(interrupted=True)
-        raise typer.Exit(ExitCode.TERMINATED if isinstance(exc, Terminated)
-                         else ExitCode.INTERRUPTED) from None
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        raise typer.Exit(_stopped(exc)) from None
     watcher.finish_input()
     view.summary(interrupted=False)
     final = verdict.final(watcher.report, watcher.acc.total)
@@ -992,17 +1023,14 @@ def scan(
         if dask is not None:
             _needs("distributed", "--dask runs on a Dask cluster", "fleet")
         progress = _scan_progress(run)
-        previous = signal.signal(signal.SIGTERM, _on_sigterm)
         try:
-            result = fleet.scan(roots, run, out_path, gate, fleet.parse_since(since), dask, rescan,
-                                on_row=progress)
+            with supervised():
+                result = fleet.scan(roots, run, out_path, gate, fleet.parse_since(since), dask, rescan,
+                                    on_row=progress)
         except (KeyboardInterrupt, Terminated) as exc:
             err.print(f"losslens: interrupted: the logs scanned so far are kept in {where['state']}; "
                       "the same command goes on from there", markup=False)
-            raise typer.Exit(ExitCode.TERMINATED if isinstance(exc, Terminated)
-                             else ExitCode.INTERRUPTED) from None
-        finally:
-            signal.signal(signal.SIGTERM, previous)
+            raise typer.Exit(_stopped(exc)) from None
         printer = Printer(output_file)
         try:
             if fmt is OutputFormat.json:
@@ -1114,6 +1142,10 @@ def _only_the_command_named(argv: list[str]) -> None:
 def main() -> None:
     """The `losslens` entry point: Ctrl-C is exit 130, a closed stdout exit 141, never a traceback."""
     _only_the_command_named(sys.argv)
+    for stream in (sys.stdout, sys.stderr):  # text no encoding can write (a lone surrogate) escaped
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     try:
         app()
     except KeyboardInterrupt:
@@ -1124,3 +1156,13 @@ def main() -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         sys.exit(ExitCode.BROKEN_PIPE)
+    except OSError as exc:  # the output cannot be written (a full disk, /dev/full): one line, exit 2
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # (what is still buffered is dropped, not raised again)
+        sys.stdout = os.fdopen(os.dup(devnull), "w")
+        try:
+            sys.stderr.write(f"losslens: error: cannot write the output: {exc.strerror or exc}\n")
+            sys.stderr.flush()
+        except OSError:
+            pass
+        sys.exit(ExitCode.ERROR)

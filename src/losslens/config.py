@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,7 +81,7 @@ def _check(key: str, value: Any, default: Any, where: str) -> Any:
     else:
         ok = isinstance(value, str)
     if not ok:
-        raise UsageError(f"bad value for {key!r}: {value!r} (expected {type(default).__name__})",
+        raise UsageError(f"bad value for {key!r}: {clip(repr(value))} (expected {type(default).__name__})",
                          source=where)
     if isinstance(value, int | float) and not isinstance(value, bool):
         if not math.isfinite(value):
@@ -105,29 +106,31 @@ def parse(data: dict[str, Any], where: str) -> Settings:
         elif key == "watch" and isinstance(value, dict):
             for k, v in value.items():
                 if k not in WATCH:
-                    raise UsageError(f"unknown key 'watch.{k}' (known: {', '.join(WATCH)})", source=where)
+                    raise UsageError(f"unknown key 'watch.{clip(k)}' (known: {', '.join(WATCH)})",
+                                     source=where)
                 s.watch[k] = _check(f"watch.{k}", v, WATCH[k][0], where)
                 s.given.add(f"watch.{k}")
         elif key == "detectors" and isinstance(value, dict):
             for name, table in value.items():
                 if name not in params or not isinstance(table, dict):
-                    raise UsageError(f"unknown detector 'detectors.{name}' (known: {', '.join(params)})",
-                                     source=where)
+                    raise UsageError(f"unknown detector 'detectors.{clip(name)}' (known: "
+                                     f"{', '.join(params)})", source=where)
                 for k, v in table.items():
                     if k not in params[name]:
-                        raise UsageError(f"unknown key 'detectors.{name}.{k}' (known: "
+                        raise UsageError(f"unknown key 'detectors.{name}.{clip(k)}' (known: "
                                          f"{', '.join(params[name])})", source=where)
                     s.detectors.setdefault(name, {})[k] = _check(f"detectors.{name}.{k}", v,
                                                                  params[name][k], where)
                     s.given.add(f"detectors.{name}.{k}")
         else:
-            raise UsageError(f"unknown key {key!r} (known: {', '.join([*TOP, 'watch', 'detectors'])})",
-                             source=where)
+            known = ", ".join([*TOP, "watch", "detectors"])
+            raise UsageError(f"unknown key {clip(repr(key))} (known: {known})", source=where)
     if s.fail_on not in ("info", "warning", "error"):
-        raise UsageError(f"bad value for 'fail_on': {s.fail_on!r} (info, warning or error)", source=where)
-    if s.watch["exit_on"] not in ("", "info", "warning", "error"):
-        raise UsageError(f"bad value for 'watch.exit_on': {s.watch['exit_on']!r} (info, warning or error)",
+        raise UsageError(f"bad value for 'fail_on': {clip(repr(s.fail_on))} (info, warning or error)",
                          source=where)
+    if s.watch["exit_on"] not in ("", "info", "warning", "error"):
+        raise UsageError(f"bad value for 'watch.exit_on': {clip(repr(s.watch['exit_on']))} (info, warning "
+                         "or error)", source=where)
     return s
 
 
@@ -136,7 +139,7 @@ def load(path: str | None = None, cwd: Path | None = None) -> Settings:
     cwd = cwd or Path.cwd()
     if path is not None:
         data = _read(Path(path))
-        tool = data.get("tool", {}).get("losslens") if isinstance(data.get("tool"), dict) else None
+        tool = _tool_table(data, path)
         if tool is not None:  # a pyproject.toml-style file: its [tool.losslens] table
             return parse(tool, f"{path} [tool.losslens]")
         return parse(data, path)
@@ -144,7 +147,7 @@ def load(path: str | None = None, cwd: Path | None = None) -> Settings:
         return parse(_read(cwd / "losslens.toml"), "losslens.toml")
     pyproject = cwd / "pyproject.toml"
     if pyproject.is_file() and _mentions_losslens(pyproject):
-        tool = _read(pyproject).get("tool", {}).get("losslens")
+        tool = _tool_table(_read(pyproject), "pyproject.toml")
         if tool is not None:
             return parse(tool, "pyproject.toml [tool.losslens]")
     return Settings()
@@ -154,24 +157,75 @@ def _mentions_losslens(path: Path) -> bool:
     """A [tool.losslens] table (or tool.losslens keys) needs the word: a project's pyproject.toml
     without it is not parsed (the gate's start-up: the TOML parser is 50 ms to import)."""
     try:
-        return b"losslens" in path.read_bytes()
+        with open(path, "rb") as f:
+            head = f.read(MAX_CONFIG_BYTES + 1)
     except OSError:
         return True  # let _read say why it cannot be read
+    # (an implicit pyproject.toml in UTF-16 spells the word with NULs between its letters: read
+    # it, and _read says it is not UTF-8, rather than pass over its settings without a word)
+    return b"losslens" in head or "losslens".encode("utf-16-le") in head
+
+
+MAX_CONFIG_BYTES = 1 << 20  # a settings file is a few lines: a larger one is not one
 
 
 def _read(path: Path) -> dict[str, Any]:
+    """A TOML settings file, read whole but bounded (a FIFO, a device or a huge file is an
+    error, never a wait or an unbounded read); anything it cannot be is a UsageError naming it."""
+    import stat
     import tomllib
 
+    from losslens.logs.source import special_kind
+
     try:
+        kind = special_kind(os.stat(path).st_mode)
+        if kind is not None:
+            raise UsageError(f"cannot read config: {kind}, not a regular file", source=str(path))
         with open(path, "rb") as f:
-            return tomllib.load(f)
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+        if stat.S_ISDIR(os.stat(path).st_mode):
+            raise IsADirectoryError
     except FileNotFoundError:
         raise UsageError("config file not found", source=str(path)) from None
-    except tomllib.TOMLDecodeError as exc:
-        line = getattr(exc, "lineno", None)
-        raise UsageError(f"invalid TOML: {exc}", source=str(path), line=line) from None
+    except IsADirectoryError:
+        raise UsageError("cannot read config: a folder, not a file", source=str(path)) from None
     except OSError as exc:
         raise UsageError(f"cannot read config: {exc.strerror}", source=str(path)) from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise UsageError(f"not a settings file: over {MAX_CONFIG_BYTES >> 20} MiB", source=str(path))
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise UsageError("the file is UTF-16; TOML is UTF-8 (save it as UTF-8)", source=str(path))
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"not UTF-8 text (byte {exc.start:,}): a settings file is TOML",
+                         source=str(path)) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        line = getattr(exc, "lineno", None)
+        raise UsageError(f"invalid TOML: {clip(str(exc))}", source=str(path), line=line) from None
+    except RecursionError:
+        raise UsageError("invalid TOML: nested too deeply to read", source=str(path)) from None
+
+
+def clip(text: str, at: int = 200) -> str:
+    """A value quoted in a message: at most ``at`` characters of it (a 20 MB bad value is not
+    put on stderr whole)."""
+    return text if len(text) <= at else f"{text[:at]}... ({len(text):,} characters)"
+
+
+def _tool_table(data: dict[str, Any], where: str) -> dict[str, Any] | None:
+    """The [tool.losslens] table of a pyproject-style file, None where there is none; a
+    UsageError where it is there but not a table (`[tool] losslens = 5`)."""
+    tool = data.get("tool")
+    if not isinstance(tool, dict) or "losslens" not in tool:
+        return None
+    table = tool["losslens"]
+    if not isinstance(table, dict):
+        raise UsageError(f"[tool.losslens] must be a table of settings, not {type(table).__name__} "
+                         f"{clip(repr(table))}", source=where)
+    return table
 
 
 def effective(settings: Settings, cli: dict[str, Any]) -> list[tuple[str, Any, str]]:

@@ -23,6 +23,9 @@ NOT_LOGS = re.compile(r"^(requirements.*\.txt|vocab\.txt|merges\.txt|license(\.t
                       r"|.*\.index\.json|wandb-metadata\.json|wandb-summary\.json)$", re.IGNORECASE)
 
 
+LINKED_OUT = "a link to a file outside the folder (name it to read it)"  # said even without --verbose
+
+
 @dataclass(frozen=True)
 class Target:
     """A log to read, and whether the user named it (an error on it then needs no hint)."""
@@ -98,8 +101,8 @@ def _logs_in(folder: Path, walk: Walk) -> None:
         for name in sorted(files):
             path = os.path.join(root, name)
             linked_out = os.path.islink(path) and not os.path.realpath(path).startswith(inside)
-            why = "a link to a file outside the folder (name it to read it)" if linked_out else \
-                _not_a_log(path, name)
+            why = LINKED_OUT if linked_out else \
+                (_special(path) or _not_a_log(path, name))
             if why is None and outputs and _identity(path) in outputs:
                 why = "the file this command's output is being written to"
             if why is None:
@@ -107,6 +110,18 @@ def _logs_in(folder: Path, walk: Walk) -> None:
             else:
                 walk.ignored.append((path, why))
     _one_state_per_run(walk)
+
+
+def _special(path: str) -> str | None:
+    """Why a file of a folder is passed over by its type (reading a FIFO with no writer blocks
+    for ever), or None for a regular file (a dangling link is read, and says so)."""
+    from losslens.logs.source import special_kind
+
+    try:
+        kind = special_kind(os.stat(path).st_mode)
+    except OSError:
+        return None
+    return f"{kind}, not a regular file (`losslens check - < FILE` reads it)" if kind else None
 
 
 def _outputs() -> set[tuple[int, int]]:

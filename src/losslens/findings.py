@@ -9,9 +9,9 @@ here is changed for all of them.
 The rules, in order, for one log:
 
 1. It could not be read: ``ERROR`` (2).
-2. A finding at or above ``fail_on`` that the baseline does not accept: ``FAIL`` (1).
-3. It was read short (records lost to a damaged or cut file) and partial reads are not allowed:
-   ``ERROR`` (2), its findings still reported.
+2. It was read short (records lost to a damaged or cut file) and partial reads are not allowed:
+   ``ERROR`` (2), as a log that could not be read; its findings are still reported.
+3. A finding at or above ``fail_on`` that the baseline does not accept: ``FAIL`` (1).
 4. No column could be taken as the loss, and ``--metric`` named none: ``ERROR`` (2).
 5. Otherwise ``ok`` (0).
 
@@ -53,11 +53,12 @@ class Severity(IntEnum):
 
 
 class ExitCode(IntEnum):
-    """The contract's exit codes: 0 clean, 1 findings at --fail-on, 2 bad input; 130/141/143 for Ctrl-C,
-    a closed pipe, SIGTERM."""
+    """The contract's exit codes: 0 clean, 1 findings at --fail-on, 2 bad input; 129/130/141/143 for
+    SIGHUP, Ctrl-C, a closed pipe, SIGTERM."""
     OK = 0
     FINDINGS = 1
     ERROR = 2
+    HANGUP = 129  # SIGHUP (the terminal or the supervisor went away)
     INTERRUPTED = 130  # Ctrl-C
     BROKEN_PIPE = 141  # the reader of stdout went away (128 + SIGPIPE, as a shell reports it)
     TERMINATED = 143  # SIGTERM
@@ -259,11 +260,12 @@ class Gate:
                     read_errors: Sequence[str] = ()) -> Judgement:
         """``judge`` from a log's parts (``scan`` keeps rows, not reports)."""
         failing = self.failing(source, findings)
+        if read_errors and not (self.allow_partial or self.skip_unreadable):
+            # as a log that could not be read: what it holds past the damage is not known
+            return Judgement(Word.ERROR, f"{source}: read short: {read_errors[0]} (the records read "
+                             "were analysed; --allow-partial judges them alone)", failing)
         if failing:
             return Judgement(Word.FAIL, None, failing)
-        if read_errors and not (self.allow_partial or self.skip_unreadable):
-            return Judgement(Word.ERROR, f"{source}: read short: {read_errors[0]} (the records read "
-                             "were analysed; --allow-partial judges them alone)")
         if not loss_known and not self.forced_metrics and self.fail_on is not None:
             why = next((f.summary for f in findings if f.kind == "no_loss_metric"),
                        "no loss metric found; pass --metric NAME to choose the loss")

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from losslens.errors import LossLensError, MissingExtra, UsageError
 from losslens.findings import ExitCode, Gate, Judgement, Severity
+from losslens.runner import stop_workers, worker_start
 
 if TYPE_CHECKING:
     import polars as pl
@@ -66,6 +67,7 @@ class Found:
     errors: list[Entry] = field(default_factory=list)  # (log = the folder) with why in ``why``
     why: dict[str, str] = field(default_factory=dict)
     older: list[Entry] = field(default_factory=list)  # left out by --since (their state is kept)
+    linked_out: list[str] = field(default_factory=list)  # links to files outside a root: not read
 
 
 def parse_since(value: str | None) -> float | None:
@@ -115,7 +117,10 @@ def _discover_local(root: str, found: Found) -> None:
 
     if not os.path.exists(root):
         raise UsageError(f"{root}: no such file or folder")
+    from losslens.discover import LINKED_OUT
+
     walk = expand([root])
+    found.linked_out += [path for path, why in walk.ignored if why == LINKED_OUT]
     for folder, why in walk.unlisted:
         e = Entry(folder, _run_of(folder, root, folder=True), 0, 0)
         found.errors.append(e)
@@ -277,20 +282,13 @@ def _local(entries: list[Entry], options: Options, jobs: int) -> Iterator[Rows]:
 
     chunk = max(1, min(16, len(entries) // (8 * jobs)))
     spawn = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(min(jobs, len(entries)), mp_context=spawn, initializer=_worker_start)
+    pool = ProcessPoolExecutor(min(jobs, len(entries)), mp_context=spawn, initializer=worker_start)
     try:
         yield from pool.map(partial(scan_one, options=options), entries, chunksize=chunk)
-    except BaseException:  # Ctrl-C, SIGTERM, the consumer gone: the logs not started are not run
-        pool.shutdown(wait=True, cancel_futures=True)
+    except BaseException:  # Ctrl-C, SIGTERM, SIGHUP, the consumer gone: the workers end too (what
+        stop_workers(pool)  # finished is in the state file already)
         raise
     pool.shutdown(wait=True)
-
-
-def _worker_start() -> None:
-    """A worker leaves Ctrl-C to the scan, which stops handing out logs and keeps what finished."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _dask(entries: list[Entry], options: Options, address: str, jobs: int) -> Iterator[Rows]:
@@ -348,22 +346,24 @@ class State:
         """The rows of an earlier scan with the same fingerprint (a torn last line is dropped)."""
         if not self.path.exists():
             return
-        with open(self.path, encoding="utf-8") as f:
+        with open(self.path, encoding="utf-8", errors="replace") as f:
             lines = f.read().splitlines()
         if not lines:
             return
         try:
             head = json.loads(lines[0])
-        except json.JSONDecodeError:
-            return
-        if head.get("losslens_scan_state") != STATE_VERSION or head.get("fingerprint") != self.print:
+        except (ValueError, RecursionError):
+            return  # not a state file this version wrote: every log is read again
+        if not isinstance(head, dict) or head.get("losslens_scan_state") != STATE_VERSION \
+                or head.get("fingerprint") != self.print:
             return
         for line in lines[1:]:
             try:
                 item = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # the line being written when the scan was stopped
-            self.rows[item["log"]] = (item["size"], item["mtime_ns"], (item["row"], item["findings"]))
+                self.rows[item["log"]] = (int(item["size"]), int(item["mtime_ns"]),
+                                          (dict(item["row"]), list(item["findings"])))
+            except (ValueError, RecursionError, TypeError, KeyError):
+                continue  # the line being written when the scan was stopped, or a damaged one
 
     def fresh(self, e: Entry) -> Rows | None:
         """The stored rows of a log whose size and mtime have not changed since."""
@@ -426,6 +426,7 @@ class ScanResult:
     exit_code: ExitCode
     gate: Gate
     rows: list[Rows] = field(default_factory=list)  # each log's row and its findings' rows
+    linked_out: list[str] = field(default_factory=list)  # links out of a root, passed over
 
     @property
     def fail_on(self) -> Severity | None:
@@ -508,7 +509,7 @@ def scan(roots: list[str], options: Options, out: str, gate: Gate, since: float 
     _write(_frame(table, TABLE_COLUMNS), where["table"], where["csv"])
     return ScanResult(logs, findings_frame, {k: str(v) for k, v in where.items()}, len(todo),
                       len(found.entries) - len(todo), time.monotonic() - started, gate.exit_code(judgements),
-                      gate, ordered)
+                      gate, ordered, found.linked_out)
 
 
 @dataclass(frozen=True)

@@ -96,3 +96,9 @@ def test_spike_grad_norm_benchmark_runs_small() -> None:
     out = _bench("spike_grad_norm.py", "--records", "20000", "--spikes", "40", "--repeat", "1", timeout=300)
     assert "spikes with a grad-norm lead: 40" in out or "spikes with a grad-norm lead: 39" in out
     assert "x the spike-free time" in out
+
+
+def test_fuzz_benchmark_runs_small() -> None:
+    """A few damaged inputs through every command on each CI run (bench/fuzz.py runs for longer)."""
+    out = _bench("fuzz.py", "--cases", "6", "--seed", "0", timeout=600)
+    assert out.strip().endswith("0 failure(s)"), out

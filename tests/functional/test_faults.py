@@ -376,7 +376,9 @@ def test_a_gzip_log_cut_short_is_read_up_to_the_cut(tmp_path: Path) -> None:
     assert 15000 < log.train.height < 20000 and log.lines.total == log.train.height + 1  # + the cut line
     assert log.lost[0].startswith("the gzip data ends before its end marker, after ")
     assert log.lost[0] in log.notes
-    code, err = run("check", "run.log.gz", cwd=tmp_path)
+    code, err = run("check", "run.log.gz", cwd=tmp_path)  # read short: not passed, whatever it found
+    assert code == 2 and "run.log.gz: read short: the gzip data ends before its end marker" in err
+    code, err = run("check", "run.log.gz", "--allow-partial", cwd=tmp_path)  # judged on what was read
     assert code == 1 and "run.log.gz: note: the gzip data ends before its end marker" in err
     damaged = bytearray(whole)
     damaged[len(whole) // 2:len(whole) // 2 + 64] = b"\xff" * 64  # damaged in the middle
@@ -406,6 +408,8 @@ def test_a_trainer_state_cut_short_is_read_up_to_the_cut(tmp_path: Path) -> None
     assert log.format == "trainer-state" and 41 <= log.train.height < 59
     assert log.lost[0].startswith("not JSON from line ") and "log_history entries before it" in log.lost[0]
     code, err = run("check", "trainer_state.json", cwd=tmp_path)
+    assert code == 2 and "trainer_state.json: read short: not JSON from line" in err
+    code, err = run("check", "trainer_state.json", "--allow-partial", cwd=tmp_path)
     assert code == 1 and "trainer_state.json: note: not JSON from line" in err
     path.write_text(whole.replace('"loss": 1.99', '"loss": 1.99"', 1))  # the first entry damaged
     code, err = run("check", "trainer_state.json", cwd=tmp_path)

@@ -71,20 +71,37 @@ def _as_json_constant(m: re.Match[str]) -> str:
     return m.group(1) + constant
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def no_surrogates(obj: Any) -> Any:
+    """``obj`` with every lone surrogate in its strings and keys made U+FFFD: JSON's '\\ud800'
+    escape (and Python's) decodes to one, which no output can encode (a key named so reached the
+    terminal and the HTML page as a traceback)."""
+    if isinstance(obj, str):
+        return _SURROGATE.sub("\ufffd", obj)
+    if isinstance(obj, dict):
+        return {no_surrogates(k): no_surrogates(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [no_surrogates(v) for v in obj]
+    return obj
+
+
 def loads_object(text: str) -> Any:
     """``json.loads``, and where it fails, the same text with its bare non-finite values
     (``BARE_NONFINITE``, outside strings) read as JSON's NaN, Infinity and -Infinity: a NaN an
     f-string or C++ logger wrote ('{"loss": nan}') is a NaN, not a line skipped as no JSON.
     Raises ValueError (or RecursionError) where the text is still no JSON."""
     try:
-        return json.loads(text)
+        obj = json.loads(text)
     except ValueError:
         parts = _JSON_STRING.split(text)
         parts[::2] = [BARE_NONFINITE.sub(_as_json_constant, p) for p in parts[::2]]
         fixed = "".join(parts)
         if fixed == text:
             raise
-        return json.loads(fixed)
+        obj = json.loads(fixed)
+    return no_surrogates(obj) if "\\u" in text else obj
 
 
 # --- JSON Lines ------------------------------------------------------------------------------
@@ -105,4 +122,5 @@ def json_errors(source: str) -> Iterator[None]:
 def load_json(text: str, source: str) -> Any:
     """A whole JSON document, or a FormatError (see ``json_errors``)."""
     with json_errors(source):
-        return json.loads(text)
+        obj = json.loads(text)
+    return no_surrogates(obj) if "\\u" in text else obj

@@ -16,7 +16,7 @@ from losslens.logs.frame import LogData, Segment, assemble, from_arrays
 from losslens.logs.names import unwrapped
 from losslens.logs.registry import BY_NAME, FORMATS, check_format
 from losslens.logs.sink import Accounting, Sink
-from losslens.logs.source import Source, decode_lines, open_source
+from losslens.logs.source import MAX_LINE, Source, decode_lines, open_source
 
 __all__ = ["LogData", "Segment", "from_arrays", "read_log", "sniff", "strips"]
 
@@ -213,6 +213,11 @@ def _read(src: Source, format: str | None) -> LogData:
             deep = decode_lines(src.head)
             sample, limit = deep[:-1] if len(deep) > 1 else deep, len(deep)
             fmt, samples = _sniffed(sample, limit)
+        if fmt is None and src.fd is not None and max(map(len, src.head.split(b"\n"))) >= MAX_LINE:
+            # a line longer than the deep look (a dumped tensor, a binary blob): the lines after it
+            sample = _lines_past_long_ones(src.fd)
+            limit = len(sample)
+            fmt, samples = _sniffed(sample, limit)
         if fmt is None:
             raise NotALog("no known log format recognised (see `losslens formats`, or pass "
                           "--format)", source=src.name)
@@ -233,6 +238,29 @@ def _read(src: Source, format: str | None) -> LogData:
                           "crash before the disk caught up, or copytruncate rotating a log whose writer "
                           "does not append)")
     return with_capture_times(assemble(src.name, fmt.name, sink, acc), samples, strip)
+
+
+def _lines_past_long_ones(fd: int, want: int = 1 << 20) -> list[str]:
+    """Up to ``want`` bytes of the lines that follow a file's lines of MAX_LINE bytes or more,
+    read with ``pread`` (the source's own reading is not moved), a block at a time: memory stays
+    bounded whatever the long lines' length."""
+    at, block, kept = 0, 1 << 20, bytearray()
+    size = os.fstat(fd).st_size
+    skipping = True
+    while at < size and len(kept) < want:
+        data = os.pread(fd, block, at)
+        if not data:
+            break
+        at += len(data)
+        if skipping:
+            nl = data.find(b"\n")
+            if nl < 0:
+                continue  # still inside the long first line
+            skipping = False
+            data = data[nl + 1:]
+        kept += data
+    lines = decode_lines(bytes(kept))
+    return [x for x in lines[:-1] if len(x) < MAX_LINE] if len(lines) > 1 else lines
 
 
 def with_capture_times(data: LogData, samples: Samples | None, strip: bool) -> LogData:

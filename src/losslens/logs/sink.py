@@ -40,9 +40,20 @@ SECRETS = lazy(
     r"|xox[baprs]-[A-Za-z0-9-]{10,}|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]+)")
 
 
+# a URL's credentials (postgres://admin:pw@host, https://user:token@host): the password part
+URL_CREDENTIALS = lazy(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s/:@'\"]+:)[^\s/@'\"]+@")
+# a PEM block's armour (a private key's) and a line of its base64 body (48+ characters of it)
+# (mixed case and a digit: a run of one letter, or of digits, is no key)
+KEY_LINE = lazy(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+                r"|^(?=.*[A-Z])(?=.*[a-z])(?=.*[0-9])\s*[A-Za-z0-9+/]{48,}={0,2}\s*$")
+
+
 def mask_secrets(text: str) -> str:
-    """``text`` with token-like strings replaced by '***' (reports quote skipped lines)."""
-    return SECRETS.sub(lambda m: f"{m.group(1)}***" if m.group(1) else "***", text)
+    """``text`` with token-like strings replaced by '***' (reports quote skipped lines): tokens,
+    key=value secrets, a URL's password, a private key's armour and base64 lines."""
+    text = SECRETS.sub(lambda m: f"{m.group(1)}***" if m.group(1) else "***", text)
+    text = URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}***@", text)
+    return KEY_LINE.sub("*** (a private key's line)", text)
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import stat
 import sys
 import zlib
 from abc import ABC, abstractmethod
@@ -57,6 +58,11 @@ class Source:
         self._raw_head += more.replace(b"\r", b"\n") if self.cr_lines else more
         self.head = without_holes(self._raw_head)
         return bool(more)
+
+    @property
+    def fd(self) -> int | None:
+        """A plain file's descriptor (None for standard input and decoded streams)."""
+        return self._fd
 
     @property
     def stopped(self) -> str | None:
@@ -286,6 +292,40 @@ class Utf16(_Decoded):
         self._out += self._decoder.decode(block, final=self._done).encode("utf-8", "replace")
 
 
+def _missing(name: str) -> str:
+    """Why a path names no file: a link loop, a dangling link, or nothing there."""
+    import errno
+
+    try:
+        os.stat(name)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a link loop: the link leads back to itself, never to a file"
+        if os.path.islink(name):
+            return f"a dangling link: what it points to ({os.readlink(name)}) is not there"
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            return f"cannot reach it: {exc.strerror}"
+    return "no such file"
+
+
+def special_kind(mode: int) -> str | None:
+    """What a file that is not a regular file is (a FIFO, a socket, a device), or None."""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return None
+
+
+def _special_kind(path: str) -> str | None:
+    try:
+        return special_kind(os.stat(path).st_mode)
+    except OSError:
+        return None
+
+
 def open_source(path: str | os.PathLike[str]) -> Source:
     """Open ``path`` ('-' is standard input); gzip is recognised by content, not suffix."""
     name = os.fspath(path)
@@ -298,7 +338,11 @@ def open_source(path: str | os.PathLike[str]) -> Source:
         if os.path.isdir(name):
             raise InputError("is a directory, not a log file", source=name)
         if not os.path.exists(name):
-            raise InputError("no such file", source=name)
+            raise InputError(_missing(name), source=name)
+        kind = _special_kind(name)
+        if kind is not None:  # (opening a FIFO with no writer waits for ever)
+            raise InputError(f"{kind}, not a regular file: read it from standard input "
+                             f"(`losslens check - < {name}`)", source=name)
         try:
             raw = open(name, "rb")  # noqa: SIM115 - closed by Source.close
             size = os.fstat(raw.fileno()).st_size

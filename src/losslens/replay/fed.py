@@ -73,7 +73,7 @@ def _jsonl(p: Path) -> tuple[np.ndarray, np.ndarray, str]:
     steps: list[int] = []
     values: list[float] = []
     kinds: set[str] = set()
-    with open(p, encoding="utf-8") as f:
+    with open(p, encoding="utf-8", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -81,6 +81,8 @@ def _jsonl(p: Path) -> tuple[np.ndarray, np.ndarray, str]:
             try:
                 rec = json.loads(line)
                 step = int(rec["step"])
+                if not -(2 ** 62) <= step < 2 ** 62:
+                    raise InputError(f'"step" {str(step)[:30]} is out of range', source=where)
                 if "micro_batches" in rec:
                     vals, kind = [x for mb in rec["micro_batches"] for x in mb], "length"
                 elif "lengths" in rec:
@@ -90,7 +92,9 @@ def _jsonl(p: Path) -> tuple[np.ndarray, np.ndarray, str]:
                 vals = [float(x) for x in vals]
             except json.JSONDecodeError as exc:
                 raise InputError(f"not JSON ({exc.msg})", source=where) from None
-            except (KeyError, TypeError, ValueError):
+            except RecursionError:
+                raise InputError("not JSON: nested too deeply to read", source=where) from None
+            except (KeyError, TypeError, ValueError, OverflowError):
                 raise InputError('a record needs "step" and "lengths", "buckets" or "micro_batches" '
                                  '(lists of numbers)', source=where) from None
             kinds.add(kind)
@@ -113,11 +117,14 @@ def _table(p: Path) -> tuple[np.ndarray, np.ndarray, str]:
 
 
 def _npz(p: Path) -> tuple[np.ndarray, np.ndarray, str]:
+    import zipfile
+
     try:
         with np.load(p, allow_pickle=False) as z:
             return _columns({k: z[k] for k in z.files}, str(p))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read the arrays: {exc}", source=str(p)) from None
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+        raise InputError(f"cannot read the arrays (not a NumPy .npz archive?): {str(exc)[:200]}",
+                         source=str(p)) from None
 
 
 def _columns(cols: dict[str, np.ndarray], name: str) -> tuple[np.ndarray, np.ndarray, str]:

@@ -38,7 +38,8 @@ def summary(r: ScanResult) -> dict[str, Any]:
             "logs_per_s": round(r.analysed / r.seconds, 1) if r.seconds else None,
             "runs_by_worst": worst, "runs_with_unreadable_log": sum(u for _, u in runs.values()),
             "logs_by_status": status, "fail_on": str(r.fail_on), "findings": findings.height,
-            "top_kinds": kinds.head(TOP_KINDS).to_dicts(), "tables": r.paths, "exit_code": int(r.exit_code)}
+            "top_kinds": kinds.head(TOP_KINDS).to_dicts(), "tables": r.paths, "exit_code": int(r.exit_code),
+            "linked_out": list(r.linked_out)}
 
 
 def render(r: ScanResult, verbose: bool = False) -> Group:
@@ -71,6 +72,12 @@ def render(r: ScanResult, verbose: bool = False) -> Group:
     if errors.height > shown.height:
         parts.append(Text(f"… {errors.height - shown.height} more logs with status ERROR in the logs "
                           "table (--verbose lists them)"))
+    for path in r.linked_out if verbose else r.linked_out[:SHOWN_ERRORS]:
+        parts.append(Text(f"passed over {path}: a link to a file outside the root (name its target to "
+                          "scan it)", style="yellow"))
+    if not verbose and len(r.linked_out) > SHOWN_ERRORS:
+        parts.append(Text(f"… {len(r.linked_out) - SHOWN_ERRORS} more links out of the roots (--verbose "
+                          "lists them)"))
     st = s["logs_by_status"]
     t = s["tables"]
     parts.append(Text(f"logs: {st['ok']:,} ok, {st['FAIL']:,} FAIL (a finding at or above {s['fail_on']}), "

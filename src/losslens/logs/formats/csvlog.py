@@ -23,6 +23,16 @@ class _CsvParser(RegexLineParser):
 
     def _set_header(self, cells: list[str]) -> None:
         names = [WANDB_PREFIX.sub("", c.strip()) for c in cells]
+        seen: dict[str, int] = {}
+        for i, name in enumerate(names):  # a name twice: the second column kept under its own name
+            if name in seen and name:
+                k = 2
+                while f"{name}_{k}" in names:
+                    k += 1
+                names[i] = f"{name}_{k}"
+                self.sink.notes.append(f"the header names {name!r} twice (columns {seen[name] + 1} and "
+                                       f"{i + 1}): the second is read as {names[i]!r}")
+            seen.setdefault(name, i)
         self.header = names
         lowered = [n.lower() for n in names]
         for key in STEP_KEYS:

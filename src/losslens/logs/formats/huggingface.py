@@ -13,7 +13,7 @@ from typing import Any
 from losslens.errors import FormatError
 from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser, whole
 from losslens.logs.formats.jsonl import account_document, array_items
-from losslens.logs.mappings import BARE_NONFINITE, emit_mapping, load_json
+from losslens.logs.mappings import BARE_NONFINITE, emit_mapping, load_json, no_surrogates
 from losslens.logs.names import canonical, is_training_metric
 from losslens.logs.sink import Accounting, Sink
 
@@ -125,10 +125,12 @@ def python_dict(text: str) -> object:
 
 def _literal(text: str) -> object:
     """``ast.literal_eval``, without the SyntaxWarning Python's compiler prints to stderr for
-    text like '1and 2' (a log's odd line is a skip reason, never a stray warning)."""
+    text like '1and 2' (a log's odd line is a skip reason, never a stray warning); a lone
+    surrogate its escapes make is U+FFFD (``no_surrogates``)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SyntaxWarning)
-        return ast.literal_eval(text)
+        obj = ast.literal_eval(text)
+    return no_surrogates(obj) if "\\" in text else obj
 
 
 def _not_json(name: str) -> object:
