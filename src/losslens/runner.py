@@ -145,59 +145,17 @@ def not_a_log(report: Report) -> str | None:
 
 def _analysed(paths: list[str], options: Options) -> Iterator[Analysed]:
     """``analyse_one`` of each path, in order: in this process, or over ``options.jobs`` worker
-    processes when there are several logs (spawned, not forked: polars' threads do not survive a
-    fork), each taking the logs in chunks."""
+    processes when there are several logs, each taking the logs in chunks."""
     jobs = min(options.jobs, len(paths))
     if jobs <= 1:
         yield from (analyse_one(p, options) for p in paths)
         return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
     from functools import partial
 
+    from losslens.workers import in_order
+
     chunk = max(1, min(64, len(paths) // (4 * jobs)))
-    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=worker_start)
-    try:
-        yield from pool.map(partial(analyse_one, options=options), paths, chunksize=chunk)
-    except BaseException:  # Ctrl-C, SIGTERM, SIGHUP, the consumer gone: the workers end too
-        stop_workers(pool)
-        raise
-    pool.shutdown(wait=True)
-
-
-def worker_start() -> None:
-    """A worker leaves Ctrl-C to the main process, which stops it (``stop_workers``), and ends by
-    itself once the main process is gone (killed before it could stop it): an orphan would hold
-    the caller's stdout and stderr, and a caller reading them would wait for ever."""
-    import os
-    import signal
-    import threading
-    import time
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(1)
-
-    threading.Thread(target=watch, daemon=True, name="losslens-parent-watch").start()
-
-
-def stop_workers(pool: Any) -> None:
-    """End a process pool's workers now (a supervisor's SIGTERM reaches the main process only:
-    a worker left running holds the caller's stdout and stderr). Every child process is
-    stopped, also one the pool was starting when the signal came."""
-    import multiprocessing
-
-    procs = {*(getattr(pool, "_processes", None) or {}).values(), *multiprocessing.active_children()}
-    for proc in procs:
-        proc.terminate()
-    pool.shutdown(wait=False, cancel_futures=True)
-    for proc in procs:
-        proc.join(timeout=5)
+    yield from in_order(partial(analyse_one, options=options), paths, jobs, chunk)
 
 
 def results(found: Walk, options: Options, names: list[str]) -> Iterator[Result]:

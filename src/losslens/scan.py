@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 
 from losslens.errors import LossLensError, MissingExtra, UsageError
 from losslens.findings import ExitCode, Gate, Judgement, Severity
-from losslens.runner import stop_workers, worker_start
 
 if TYPE_CHECKING:
     import polars as pl
@@ -276,19 +275,13 @@ def _local(entries: list[Entry], options: Options, jobs: int) -> Iterator[Rows]:
     if jobs <= 1 or len(entries) <= 1:
         yield from (scan_one(e, options) for e in entries)
         return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
     from functools import partial
 
+    from losslens.workers import in_order
+
     chunk = max(1, min(16, len(entries) // (8 * jobs)))
-    spawn = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(min(jobs, len(entries)), mp_context=spawn, initializer=worker_start)
-    try:
-        yield from pool.map(partial(scan_one, options=options), entries, chunksize=chunk)
-    except BaseException:  # Ctrl-C, SIGTERM, SIGHUP, the consumer gone: the workers end too (what
-        stop_workers(pool)  # finished is in the state file already)
-        raise
-    pool.shutdown(wait=True)
+    # Ctrl-C, SIGTERM, SIGHUP stop the workers too (what finished is in the state file already)
+    yield from in_order(partial(scan_one, options=options), entries, jobs, chunk)
 
 
 def _dask(entries: list[Entry], options: Options, address: str, jobs: int) -> Iterator[Rows]:
