@@ -112,10 +112,30 @@ def test_version_and_module_entry() -> None:
 
 
 def test_readme_formats_table_matches_registry() -> None:
+    """The README's formats table is the registry's (``formats_table``), and docs/formats.md
+    describes every format."""
+    from losslens.logs.registry import formats_table
+
     readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Formats", 1)[1].split("\n## ", 1)[0]
-    table = re.findall(r"^\| `([\w-]+)` \|", section, re.M)
-    assert table[1:] == [f.name for f in FORMATS]
+    block = readme.split("<!-- formats:", 1)[1].split("<!-- end formats -->")[0]
+    assert block.split("\n", 1)[1].strip() == formats_table().strip()
+    detail = (ROOT / "docs" / "formats.md").read_text()
+    assert re.findall(r"^\| `([\w-]+)` \|", detail, re.M)[1:] == [f.name for f in FORMATS]
+
+
+def test_readme_transcript_is_what_the_commands_print() -> None:
+    """Every `$ losslens ...` in the README's transcript, run from the clone's root at 100
+    columns, prints the lines shown (`…` elides) and exits as shown."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## What it looks like", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    for part in block.split("$ ")[1:]:
+        command, *shown = part.rstrip("\n").splitlines()
+        proc = subprocess.run(command, shell=True, executable="/bin/bash", cwd=ROOT, capture_output=True,
+                              text=True, timeout=120, env={**__import__("os").environ, "COLUMNS": "100"})
+        printed = [x.rstrip() for x in (proc.stdout + proc.stderr).splitlines()]
+        for line in shown:
+            if line != "…":
+                assert line in printed, f"{line!r} not printed by {command}"
 
 
 def test_contract_copy_is_faithful() -> None:

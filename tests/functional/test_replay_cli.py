@@ -179,9 +179,8 @@ def test_replay_batches_bad_options(tmp_path: Path, extra: list[str], message: s
 
 
 def _readme_commands() -> dict[str, tuple[list[str], list[str]]]:
-    """The README's replay examples: the command after `$ losslens ` and the lines it shows."""
-    readme = (FIXTURES.parent / "README.md").read_text()
-    section = readme.split("## Replay: which batches fed the model?", 1)[1].split("## Configuration", 1)[0]
+    """docs/replay.md's examples: the command after `$ losslens ` and the lines it shows."""
+    section = (FIXTURES.parent / "docs" / "replay.md").read_text()
     out = {}
     for block in section.split("```text\n")[1:]:
         lines = block.split("```", 1)[0].splitlines()
@@ -193,7 +192,7 @@ def _readme_commands() -> dict[str, tuple[list[str], list[str]]]:
 @pytest.mark.slow
 @pytest.mark.parametrize("command", list(_readme_commands()))
 def test_readme_replay_paths_print_what_the_readme_shows(command: str) -> None:
-    """Each path's README example (sampler, batches, order-free, a refused misalignment), run from
+    """Each path's example in docs/replay.md (sampler, batches, order-free, a refused misalignment), run from
     the repository root: every line the README shows (… elides) is printed as shown."""
     import os
 

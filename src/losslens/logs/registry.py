@@ -56,3 +56,11 @@ def check_format(name: str | None) -> None:
     """UsageError unless ``name`` is None, 'auto' or a known format."""
     if name not in (None, "auto") and name not in BY_NAME:
         raise UsageError(f"unknown format {name!r} (known: auto, {', '.join(BY_NAME)})")
+
+
+def formats_table() -> str:
+    """The formats as a Markdown table, from the registry (the README's table is this text: a
+    test keeps it in step, so a new format is listed by adding it here)."""
+    rows = ["| `--format` | reads |", "|---|---|"]
+    rows += [f"| `{f.name}` | {f.title.replace('|', chr(92) + '|')} |" for f in FORMATS]
+    return "\n".join(rows)

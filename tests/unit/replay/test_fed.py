@@ -102,11 +102,11 @@ def test_the_loss_that_follows_what_was_fed_is_found_and_an_independent_one_is_n
 
 
 def test_the_readme_recorder_writes_what_replay_reads(tmp_path: Path) -> None:
-    """The DataLoader wrapper printed in the README, run on a real DataLoader: its file is a
+    """The DataLoader wrapper printed in docs/replay.md, run on a real DataLoader: its file is a
     --batches record of every step."""
     torch = pytest.importorskip("torch")
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split("### What the run fed", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    readme = (ROOT / "docs" / "replay.md").read_text()
+    block = readme.split("## What the run fed", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
     scope: dict = {}
     exec(block, scope)  # noqa: S102 - the README's own example
     masks = [torch.ones(n, dtype=torch.long) for n in (5, 9, 3, 7, 8, 2)]
