@@ -99,17 +99,33 @@ def spikes_reference(v, window: int, k: float, min_ratio: float, history: int):
     from losslens.detectors.stats import rolling_median
 
     x = np.log(v)
+    n, h = len(x), window // 2
     prev = np.concatenate([[np.nan], x[:-1]])
     med = rolling_median(prev, window, center=False)
-    scale = rolling_median(np.abs(prev - med), window, center=False) * 1.4826
+    lagging = rolling_median(np.abs(prev - med), window, center=False)
+    # the deviations from a centred median, of the window of records ending h + 1 before
+    detrended = np.full(n, np.nan)
+    if h >= 1 and n > 2 * h + 1:
+        res = np.abs(x - rolling_median(x, 2 * h + 1, center=True))
+        typical = rolling_median(res, window, center=False)  # (res[j - window + 1 .. j])
+        for i in range(2 * h + 1, n):  # the last residual whose centred window is all before i
+            detrended[i] = typical[i - h - 1]
+    scale = np.fmin(lagging, detrended) * 1.4826
+    lagging = lagging * 1.4826
     floor = np.nanmedian(scale[history:]) * 0.5 if len(x) > history else 0.0
     scale = np.maximum(np.nan_to_num(scale, nan=0.0), max(floor, 1e-3))
+    floor = np.nanmedian(lagging[history:]) * 0.5 if len(x) > history else 0.0
+    lagging = np.maximum(np.nan_to_num(lagging, nan=0.0), max(floor, 1e-3))
+    level = np.exp(med)
+    recent = np.array([np.nanmedian(v[max(0, i - 5):i]) if i else np.nan for i in range(n)])
+    big = v >= min_ratio * (np.fmin(level, recent) if n > 5 else level)
     z = (x - med) / scale
     z[:history] = 0.0
-    level = np.exp(med)
-    flagged = (z > k) & (v >= min_ratio * level)
+    flagged = (z > k) & big
     flagged[:history] = False
-    return flagged, level, np.nan_to_num(z)
+    by_lagging = ((x - med) > k * lagging) & big
+    by_lagging[:history] = False
+    return flagged, level, np.nan_to_num(z), by_lagging
 
 
 def sniff_reference(samples: Samples):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -17,7 +18,7 @@ from losslens.findings import Finding, Report, Severity, Skipped
 from losslens.logs import LogData
 from losslens.logs.compact import values_of
 from losslens.logs.frame import rising
-from losslens.logs.names import canonical, loss_like
+from losslens.logs.names import canonical, discriminator, loss_like
 
 PROGRESS_RECORDS = 1_000_000  # the detectors tell their progress on logs at least this long
 
@@ -126,7 +127,7 @@ def _loss_like(column: str) -> bool:
     return not column.startswith("eval_") and loss_like(column)
 
 
-def choose_loss(log: LogData, metrics: tuple[str, ...] = ()) -> tuple[LogData, dict[str, str] | None]:
+def choose_loss(log: LogData, metrics: tuple[str, ...] = ()) -> tuple[LogData, dict[str, Any] | None]:
     """Which column is the loss, and why: the first ``--metric``, else the column with a known
     loss name, else the only loss-like one ('reduced_train_loss', 'loss_total'). The chosen column
     is renamed ``loss`` for the detectors. None when no column can be taken (several candidates,
@@ -162,6 +163,25 @@ def choose_loss(log: LogData, metrics: tuple[str, ...] = ()) -> tuple[LogData, d
     return log, {"column": original, "metric": "loss", "why": why}
 
 
+def _named(f: Finding, column: str) -> Finding:
+    """A finding on the loss, naming the column it was (in its summary's first word too)."""
+    if f.metric != "loss":
+        return f
+    summary = column + f.summary[4:] if f.summary.startswith("loss") else f.summary
+    return dataclasses.replace(f, metric=column, summary=summary)
+
+
+def several_losses(log: LogData) -> tuple[str, ...]:
+    """The loss-like training columns of a log that has several and no total among them (an
+    actor and a critic, a generator and a discriminator, one loss per head): every one is
+    analysed, the first as the loss. Empty when ``choose_loss`` can take one by itself."""
+    candidates = [c for c in log.metrics if _loss_like(c) and c in log.train.columns]
+    preferred = [c for c in candidates if "total" in c or "train" in c]
+    if len(candidates) < 2 or len(preferred) == 1:
+        return ()
+    return tuple(sorted(candidates, key=discriminator))  # (a generator's first: it is the loss)
+
+
 def _no_loss(log: LogData, steps: dict[str, int | None]) -> Finding:
     columns = [log.names.get(c, c) for c in log.metrics]
     loss_like = [log.names.get(c, c) for c in log.metrics if _loss_like(c)]
@@ -188,8 +208,14 @@ def analyze_log(log: LogData, detectors: tuple[Detector, ...] = REGISTRY,
                 metrics: tuple[str, ...] = ()) -> tuple[LogData, Report]:
     """``analyze``, also returning the log as analysed (the chosen loss column named ``loss``),
     which is what the views draw."""
-    log, loss = choose_loss(log, metrics)
-    extra = [resolve_metric(log, m) for m in metrics[1:]]
+    several = () if metrics or "loss" in log.train.columns else several_losses(log)
+    log, loss = choose_loss(log, metrics or several)
+    if several and loss is not None:
+        names = ", ".join(log.names.get(c, c) for c in several[1:])
+        loss["why"] = (f"the first of {len(several)} loss-like columns and no total: each is "
+                       f"analysed ({names} too; --metric narrows)")
+        loss["others"] = [log.names.get(c, c) for c in several[1:]]
+    extra = [resolve_metric(log, m) for m in (metrics or several)[1:]]
     train = log.train
     steps = {"first": int(train["step"].min()) if train.height else None,  # type: ignore[arg-type]
              "last": int(train["step"].max()) if train.height else None,  # type: ignore[arg-type]
@@ -231,6 +257,8 @@ def analyze_log(log: LogData, detectors: tuple[Detector, ...] = REGISTRY,
     if nonfinite is not None and log.rank_nonfinite:
         findings += _other_ranks(log, findings, nonfinite)
     findings = _with_lines(_memorising(_explained(findings, detectors)), log)
+    if several and loss is not None:  # each finding names its loss, the first one's too
+        findings = [_named(f, several[0]) for f in findings]
     findings.sort(key=lambda f: (-int(f.severity), f.start_step, f.kind, f.metric))
     report = Report(source=log.source, format=log.format, lines=log.lines.as_dict(),
                   skipped_reasons=dict(log.lines.skipped), steps=steps,

@@ -223,15 +223,25 @@ def test_watch_into_a_closed_pipe_ends_quietly() -> None:
 def test_no_loss_metric_is_never_ok(tmp_path: Path) -> None:
     rl = write_lines(tmp_path / "rl.log", [f"step={s} actor_loss={0.5 - s / 100:.3f} critic_loss="
                                            f"{1 + s / 50:.3f} reward={s}" for s in range(30)])
+    # several losses and no total: each is analysed (the critic's doubles: a divergence)
     proc = run("check", str(rl))
-    assert proc.returncode == 2
-    assert proc.stdout.strip() == (f"{rl}:1: steps 0-29: warning no_loss_metric [loss] no loss metric found: "
-                                   "several loss-like columns (actor_loss, critic_loss); pass --metric NAME "
-                                   "to choose the loss")
-    assert proc.stderr.splitlines()[0] == (f"losslens: error: {rl}: no loss metric found: several loss-like "
-                                           "columns (actor_loss, critic_loss); pass --metric NAME to choose "
-                                           "the loss")
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines()[0].startswith(f"{rl}:15: steps 14-29: error divergence [critic_loss] "
+                                                  "critic_loss turns upward at step 14")
     analysed = run("analyze", str(rl), "--json")
+    report = json.loads(analysed.stdout)
+    assert report["loss"]["column"] == "actor_loss" and report["loss"]["others"] == ["critic_loss"]
+    assert [(f["kind"], f["metric"]) for f in report["findings"]] == [("divergence", "critic_loss")]
+    # no loss-like column at all: never ok
+    none = write_lines(tmp_path / "none.log", [f"step={s} reward={s} kl={s / 100:.3f}" for s in range(30)])
+    proc = run("check", str(none))
+    assert proc.returncode == 2
+    assert proc.stdout.strip() == (f"{none}:1: steps 0-29: warning no_loss_metric [loss] no loss metric "
+                                   "found: no loss-like column among reward, kl; pass --metric NAME to "
+                                   "choose the loss")
+    assert proc.stderr.splitlines()[0] == (f"losslens: error: {none}: no loss metric found: no loss-like "
+                                           "column among reward, kl; pass --metric NAME to choose the loss")
+    analysed = run("analyze", str(none), "--json")
     report = json.loads(analysed.stdout)
     assert analysed.returncode == 0 and report["loss"] is None
     assert [f["kind"] for f in report["findings"]] == ["no_loss_metric"]

@@ -28,7 +28,8 @@ class PipelineStall(Detector):
     min_empty / empty_share: records at zero needed (a count, or a share of the run, whichever is
     more). min_growth: how many times its start level a queue must grow to. gap_ratio / gap_min_s:
     a pause between records this many times the usual interval and at least this many seconds.
-    hang_s: a pause this long (and 50 times the usual) is a hang."""
+    hang_s: a pause this long (and 50 times the usual) is a hang. stall_min_s: a slow step takes
+    at least gap_ratio times the median step and this many seconds more."""
 
     name = "pipeline_stall"
     title = "queues drained to zero (starved) or growing without bound (backlog); wall-time gaps"
@@ -40,15 +41,18 @@ class PipelineStall(Detector):
     gap_ratio: float = 8.0
     gap_min_s: float = 30.0
     hang_s: float = 600.0
+    stall_min_s: float = 0.5
 
     def wants(self, columns: list[str]) -> list[str]:
         return [c for c in columns if queue_metric(c) and not c.endswith("_mean")] + \
             [c for c in columns if c.endswith("_mean") and queue_metric(c)] + \
-            (["time"] if "time" in columns else [])
+            (["time"] if "time" in columns else []) + [c for c in STEP_TIMES if c in columns]
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
         if series.metric == "time":
             return self._gaps(series)
+        if series.metric in STEP_TIMES:
+            return self._slow_steps(series)
         v, steps = series.finite()
         if len(v) < 10:
             return Skipped(self.name, series.metric, f"only {len(v)} points; needs 10")
@@ -144,6 +148,54 @@ class PipelineStall(Detector):
                                   "usual_s": usual}, series.segment)]
 
 
+    def _slow_steps(self, series: Series) -> list[Finding] | Skipped:
+        """Steps that took ``gap_ratio`` times the median step and ``stall_min_s`` more (the time
+        of each step, or the increments of an elapsed time): one or two are a stall (a data
+        loader, I/O, a collective waiting on a rank); more, at a regular spacing, are the run's
+        own periodic work (evaluation, checkpoints): information."""
+        from losslens.detectors.throughput import running_total
+
+        t, steps = kept(np.isfinite(series.values), series.values, series.steps)
+        if len(t) < 10:
+            return Skipped(self.name, series.metric, f"only {len(t)} points; needs 10")
+        if series.metric == "elapsed_s" or running_total(t):
+            dt, ds = np.diff(t), np.diff(steps)
+            ok = (dt >= 0) & (ds > 0)
+            t, steps = dt[ok] / ds[ok], steps[1:][ok]
+        scale = 1e-3 if series.metric == "step_time_ms" else 1.0
+        usual = median_where(t, t > 0)
+        if usual <= 0 or len(t) < 10:
+            return []
+        slow = np.flatnonzero(t >= usual * self.gap_ratio + self.stall_min_s / scale)
+        if not len(slow):
+            return []
+        at = [int(steps[i]) for i in slow]
+        worst = float(t[slow].max()) * scale
+        what = {"data_time": "data-loading time", "elapsed_s": "time per step (elapsed)"}.get(
+            series.metric, "step time")
+        regular = len(slow) >= 3 and np.ptp(np.diff(at)) <= 0.1 * float(np.median(np.diff(at)))
+        least = float(t[slow].min()) * scale
+        took = f"{worst:.3g} s" if len(slow) == 1 else f"{least:.3g}-{worst:.3g} s"
+        times = worst / (usual * scale)
+        summary = (f"{len(slow)} step(s) with a {what} of {took} against a usual "
+                   f"{usual * scale:.3g} s ({times:.0f}×) "
+                   f"at step(s) {', '.join(map(str, at[:6]))}{' …' if len(at) > 6 else ''}")
+        if regular:
+            summary += (f": every {int(np.median(np.diff(at)))} steps, the run's periodic work "
+                        "(evaluation, checkpoints, logging)?")
+        elif len(slow) <= 2:
+            summary += (": the input pipeline stalled (a data loader worker, I/O, a slow shard) or "
+                        "a rank waited on another")
+        else:
+            summary += ": stalls of the input pipeline, I/O or a rank (they come irregularly)"
+        severity = Severity.INFO if regular else Severity.WARNING
+        return [Finding(self.name, severity, series.metric, at[0], at[-1], summary,
+                        {"steps": at[:50], "seconds": [round(float(x) * scale, 4) for x in t[slow][:50]],
+                         "usual_s": usual * scale, "periodic": bool(regular)}, series.segment)]
+
+
+# the columns that time each step (or count the run's time: their increments do)
+STEP_TIMES = ("step_time_s", "step_time_ms", "data_time", "elapsed_s")
 GAP_BLOCK = 1 << 18  # step gaps taken at a time
 
 

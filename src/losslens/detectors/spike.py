@@ -56,15 +56,17 @@ class Spike(Detector):
         v, steps = kept(np.isfinite(series.values) & (series.values > 0), series.values, series.steps)
         if len(v) <= self.history:
             return Skipped(self.name, series.metric, f"only {len(v)} points; needs {self.history + 1}")
-        flagged, level, z = spikes(v, self.window, self.z, self.min_ratio, self.history)
+        flagged, level, z, lagging = spikes(v, self.window, self.z, self.min_ratio, self.history)
         if not flagged.any():
             return []
         # heavy-tailed noise: a spike must also stand out from the series' own tail, measured as
         # the excursion above the local level (log ratio): a z-score is not comparable along a
         # run (the MAD of a steep early fall is wide), and would let a ×2 draw late in the run
         # pass where a ×3 standout early in it does not
-        excursion = np.divide(v, level)  # (in place where it can be: 80 MB an array at 10M records)
-        np.log(excursion, out=excursion)
+        # (about a centred median: the lagging one stands off a steep fall, which would count as
+        # the tail; in place where it can be: 80 MB an array at 10M records)
+        excursion = np.log(v)
+        excursion -= rolling_median(excursion, self.window | 1, center=True)
         rest = excursion[self.history:][~flagged[self.history:]]
         np.abs(rest, out=rest)
         if len(rest) >= 200:  # enough points for the series' own 99th percentile to mean something
@@ -72,8 +74,18 @@ class Spike(Detector):
         del rest
         if not flagged.any():
             return []
-        idx = np.flatnonzero(flagged)
-        groups = np.split(idx, np.flatnonzero(np.diff(idx) > self.cluster) + 1)
+        groups = self._groups(flagged)
+        # a group flagged against the noise about the trend that stays up is a rise, not a
+        # spike: of it, only what the lagging median's own scale flags too (as before the trend
+        # was taken out of the scale)
+        narrowed = [g if self._recovered(v, level, g) else g[lagging[g]] for g in groups]
+        if any(len(k) < len(g) for k, g in zip(narrowed, groups, strict=True)):
+            flagged = np.zeros_like(flagged)
+            for k in narrowed:
+                flagged[k] = True
+            if not flagged.any():
+                return []
+            groups = self._groups(flagged)
         tops = np.array([g[np.argmax(v[g] / level[g])] for g in groups])
         draws, alpha = noise_draws(v, level, flagged, self.window, self.tail_share, tops) or (None, 0.0)
         grad = (series.context or {}).get("grad_norm")
@@ -88,7 +100,7 @@ class Spike(Detector):
                 continue  # an ordinary draw of this run's heavy-tailed noise
             ratio = float(v[top] / level[top])
             after = v[g[-1] + 1:g[-1] + 1 + self.cluster]
-            recovered = bool(len(after) and np.all(after < level[g[-1]] * (1 + (self.min_ratio - 1) / 2)))
+            recovered = self._recovered(v, level, g)
             summary = (f"{series.metric} spikes to {fmt_number(v[top])} at step {int(steps[top])}, "
                        f"{ratio:.2f}× the local level {fmt_number(level[top])} (z={z[top]:.0f})")
             summary += (f", {len(g)} spiking records" if len(g) > 1 else "")
@@ -118,9 +130,26 @@ class Spike(Detector):
         return out
 
 
+    def _groups(self, flagged: np.ndarray) -> list[np.ndarray]:
+        """Flagged records, grouped: at most ``cluster`` records apart."""
+        idx = np.flatnonzero(flagged)
+        return np.split(idx, np.flatnonzero(np.diff(idx) > self.cluster) + 1)
+
+    def _recovered(self, v: np.ndarray, level: np.ndarray, g: np.ndarray) -> bool:
+        """The ``cluster`` records after a group are back near the level (halfway to min_ratio)."""
+        after = v[g[-1] + 1:g[-1] + 1 + self.cluster]
+        return bool(len(after) and np.all(after < level[g[-1]] * (1 + (self.min_ratio - 1) / 2)))
+
+
+SHORT = 5  # records of the short level that follows a steep fall
+
+
 def spikes(v: np.ndarray, window: int, k: float, min_ratio: float, history: int
-           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Causal rule (only past values): (flagged, local level, z) on log(v). Shared with watch."""
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Causal rule (only past values): (flagged, local level, z, lagging) on log(v). Shared with
+    watch and replay. ``lagging``: flagged with the scale of the deviations from the lagging
+    median alone (the trend in it): what a detrended scale flags beyond it in a steep rise is
+    the rise, unless it comes back down (``Spike.detect`` asks)."""
     # in place where it can be: on a 10M-record loss each temporary is 80 MB
     x = np.log(v)
     n = len(x)
@@ -134,18 +163,49 @@ def spikes(v: np.ndarray, window: int, k: float, min_ratio: float, history: int
     scale = _late(rolling_median(dev[1:], window, center=False) if n > 1 else dev[1:], n)
     del dev
     x = np.log(v)
+    # in a steep fall (or rise) the deviations from a median that lags it are the trend, not the
+    # noise: a ×4 spike early in a run read as z=6. The scale is also taken about a centred
+    # median, from records at least half a window back (their centred window is then all past),
+    # and the smaller of the two is the noise
+    detrended = _detrended_scale(x, window)
+    lagging = scale.copy()
+    np.fmin(scale, detrended, out=scale)
+    del detrended
     scale *= 1.4826
-    floor = np.nanmedian(scale[history:]) * 0.5 if n > history else 0.0
-    np.maximum(np.nan_to_num(scale, nan=0.0, copy=False), max(floor, 1e-3), out=scale)
+    lagging *= 1.4826
     z = np.subtract(x, med, out=x)
+    level = np.exp(med)
+    del med
+    # ...and the lagging median stands above a steep fall: a spike is also that many times the
+    # median of the few records before it
+    recent = _late(rolling_median(v, SHORT, center=False), n) if n > SHORT else level
+    big = v >= min_ratio * np.fmin(level, recent)
+    del recent
+    for s in (lagging, scale):  # (each with its own floor: half its median)
+        floor = np.nanmedian(s[history:]) * 0.5 if n > history else 0.0
+        np.maximum(np.nan_to_num(s, nan=0.0, copy=False), max(floor, 1e-3), out=s)
+    lagging = (z > k * lagging) & big
+    lagging[:history] = False
     z /= scale
     del scale
     z[:history] = 0.0
-    level = np.exp(med)
-    del med
-    flagged = (z > k) & (v >= min_ratio * level)
+    flagged = (z > k) & big
     flagged[:history] = False
-    return flagged, level, np.nan_to_num(z, copy=False)
+    return flagged, level, np.nan_to_num(z, copy=False), lagging
+
+
+def _detrended_scale(x: np.ndarray, window: int) -> np.ndarray:
+    """For each record, the median absolute deviation of the ``window`` records that end half a
+    window before it from their centred rolling median (over a window + 1 records): only values
+    before the record enter it. NaN where fewer than ``window // 2`` records are that far back."""
+    n, h = len(x), window // 2
+    out = np.full(n, np.nan)
+    if h < 1 or n <= 2 * h + 1:
+        return out
+    res = np.abs(x - rolling_median(x, 2 * h + 1, center=True))
+    typical = rolling_median(res, window, center=False)  # of res[j - window + 1 .. j]
+    out[2 * h + 1:] = typical[h:n - h - 1]  # record i: res up to i - h - 1, centred up to i - 1
+    return out
 
 
 def _late(m: np.ndarray, n: int) -> np.ndarray:
@@ -202,7 +262,7 @@ def _grad_spikes(grad: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, np.nd
     if ok.sum() < 8:
         return None
     g, s = grad[ok], steps[ok]
-    flagged, _, _ = spikes(g, 64, 6.0, 2.0, 3)
+    flagged, _, _, _ = spikes(g, 64, 6.0, 2.0, 3)
     return s[flagged], g[flagged]
 
 

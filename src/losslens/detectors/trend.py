@@ -7,9 +7,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from losslens.detectors.base import Detector, Series, fmt_number
-from losslens.detectors.relations import ladder_periods, structures, top
+from losslens.detectors.relations import ladder_periods, same_series, structures, top
 from losslens.detectors.stats import hinge_onset, lr_schedule, robust_scale, smooth, spearman
 from losslens.findings import Finding, Severity, Skipped, steps_text
+from losslens.logs.names import discriminator
 
 
 @dataclass(frozen=True)
@@ -62,20 +63,34 @@ class Divergence(Detector):
         if low <= 0 or len(post) < max(3, n // 20):
             return []
         rise = tail / low - 1
+        if rise < self.min_rise:
+            return []
         rho = spearman(post)
-        if rise < self.min_rise or rho < self.min_rho:
-            return []
-        t = self.significance(v, s, skip, turn, tail)
-        if t < self.min_t:
-            return []
-        turn = self._onset(v, skip, turn)
+        jumped = None
+        if rho < self.min_rho:
+            # not a climb: a blow-up that jumps and stays up (falling back a little) is one too
+            jumped = self._jump(v, skip, turn, low, tail)
+            if jumped is None:
+                return []
+            turn, t = jumped
+        else:
+            t = self.significance(v, s, skip, turn, tail)
+            if t < self.min_t:
+                return []
+            turn = self._onset(v, skip, turn)
         lr = (series.context or {}).get("lr")
         evidence: dict = {"turn_step": int(steps[turn]), "level_at_turn": float(s[turn]), "end_level": tail,
                           "rise": round(rise, 4), "monotonicity": round(rho, 3),
                           "significance": round(min(t, 1e6), 1)}
-        summary = (f"{series.metric} turns upward at step {int(steps[turn])} and rises "
-                   f"{rise:.0%} from its low ({fmt_number(low)} → {fmt_number(tail)}) to step "
-                   f"{int(steps[-1])}")
+        if jumped is not None:
+            evidence["jump"] = True
+            summary = (f"{series.metric} jumps at step {int(steps[turn])} from its low "
+                       f"{fmt_number(low)} to {fmt_number(float(v[turn]))} and stays up: "
+                       f"{fmt_number(tail)} at step {int(steps[-1])} ({rise:+.0%})")
+        else:
+            summary = (f"{series.metric} turns upward at step {int(steps[turn])} and rises "
+                       f"{rise:.0%} from its low ({fmt_number(low)} → {fmt_number(tail)}) to step "
+                       f"{int(steps[-1])}")
         sched = lr_schedule(lr)
         if sched is not None and lr is not None:
             evidence.update(lr_at_turn=float(lr[min(turn, len(lr) - 1)]), warmup_seen=sched["warmup"],
@@ -118,6 +133,35 @@ class Divergence(Detector):
         if rho >= 1:
             return float("inf")
         return rho * float(np.sqrt((n_eff - 2) / (1 - rho * rho)))
+
+    def _jump(self, v: np.ndarray, skip: int, turn: int, low: float, tail: float
+              ) -> tuple[int, float] | None:
+        """The record where the loss jumps up and stays up (the weights blown to a worse
+        state: an LR raised too far, a bad update), or None: the end at least 2·min_rise over the
+        low, every stretch of the rest above 1 + min_rise times it (a median over a tenth of it),
+        and the end above the 10 records before the jump by twice min_t in units of their noise
+        (from successive differences: a wandering level is its own noise); with that t."""
+        n = len(v)
+        if tail < (1 + 2 * self.min_rise) * low or turn - skip < 10:
+            return None
+        up = np.flatnonzero(v[turn:] >= (1 + 2 * self.min_rise) * low)
+        if not len(up):
+            return None
+        at = turn + int(up[0])
+        rest = v[at:]
+        if len(rest) < max(10, n // 20):
+            return None
+        k = max(3, len(rest) // 10)
+        lows = [float(np.median(rest[i:i + k])) for i in range(0, len(rest) - k + 1, k)]
+        if min(lows) < (1 + self.min_rise) * low:
+            return None  # it came back down: a spike or a bump, not a blow-up
+        pre = v[max(skip, at - 10):at]
+        noise = robust_scale(np.diff(v[skip:at])) / np.sqrt(2)
+        if noise <= 0:
+            return at, float("inf")
+        se = 1.25 * noise * np.sqrt(1 / len(pre) + 1 / max(2, n // 20))
+        t = (tail - float(np.median(pre))) / se
+        return (at, t) if t >= 2 * self.min_t else None
 
     @staticmethod
     def _onset(v: np.ndarray, skip: int, low: int) -> int:
@@ -178,11 +222,20 @@ class Plateau(Detector):
     stuck_tolerance: float = 0.05
     chance_tolerance: float = 0.01
 
+    def explained(self, finding: Finding, findings: list[Finding]) -> bool:
+        """A loss that blew up and stays high does not improve over the run: the divergence says
+        why."""
+        return any(g.kind == "divergence" and same_series(finding, g) for g in findings)
+
     def detect(self, series: Series) -> list[Finding] | Skipped:
         v, steps = series.finite()
         n = len(v)
+        if (stopped := self._lr_zero(series)) is not None:
+            return [stopped]
         if (short := self.too_short(series, n, self.min_points)) is not None:
             return short
+        if discriminator(series.metric):
+            return []  # flat near ln 2 at equilibrium: the discriminator is doing its job
         d = max(5, n // 10)
         first, last = float(np.median(v[:d])), float(np.median(v[-d:]))
         improvement = (first - last) / abs(first) if first else 0.0
@@ -215,6 +268,38 @@ class Plateau(Detector):
             evidence["lr_schedule"] = sched
         return [Finding(self.name, Severity.WARNING if stuck else Severity.INFO, series.metric,
                         int(steps[0]), int(steps[-1]), summary, evidence, series.segment)]
+
+
+    def _lr_zero(self, series: Series) -> Finding | None:
+        """The logged learning rate is 0 over the last tenth of the run or more (at least 10
+        records; a schedule that decays to 0 reaches it at the last step only) after it was
+        not: nothing is learned from that step on, whatever the loss does."""
+        lr = (series.context or {}).get("lr")
+        if lr is None or len(lr) != len(series.values):
+            return None
+        finite = np.isfinite(lr)
+        if not finite.any() or np.nanmax(np.abs(lr)) <= 0:
+            return None
+        nonzero = np.flatnonzero(finite & (lr != 0))
+        start = int(nonzero[-1]) + 1 if len(nonzero) else 0
+        zero = finite[start:] & (lr[start:] == 0)
+        n = len(lr)
+        if start == 0 or n - start < max(10, n // 10) or not zero.all():
+            return None
+        v = series.values
+        before = v[max(0, start - 10):start]
+        after = v[start:]
+        was = float(np.nanmedian(before)) if np.isfinite(before).any() else float("nan")
+        now = float(np.nanmedian(after)) if np.isfinite(after).any() else float("nan")
+        first, last = int(series.steps[start]), int(series.steps[-1])
+        summary = (f"the learning rate is 0 from step {first} to the end ({n - start} records; it "
+                   f"was {fmt_number(float(lr[start - 1]))}): nothing is learned since, "
+                   f"{series.metric} {fmt_number(was)} before and {fmt_number(now)} after (a "
+                   "scheduler or an LR scale set to 0, a frozen optimizer)")
+        evidence = {"lr_zero_step": first, "lr_before": float(lr[start - 1]), "records": n - start,
+                    "loss_before": was, "loss_after": now}
+        return Finding(self.name, Severity.WARNING, series.metric, first, last, summary, evidence,
+                       series.segment)
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,13 @@ _alias("tokens_per_s", "tokens_per_s", "tok/s", "tokens/s", "tokens_per_second",
 _alias("samples_per_s", "samples_per_second", "train_samples_per_second", "samples_per_sec", "samples/sec",
        "throughput/device/samples_per_second")
 _alias("step_time_s", "step_time_s", "time", "iter_time", "elapsed_time_per_iteration_(ms)",
-       "train_speed(s/it)", "dt")
+       "train_speed(s/it)", "dt", "rtime", "itime", "step_time", "time(s)", "time_s", "iter_time_s",
+       "batch_time", "time/step", "time_per_step", "sec/it", "s/it", "secs_per_step",
+       "seconds_per_step", "iteration_time", "train_step_time", "perf/step_time")
+_alias("step_time_ms", "step_time_ms", "dt_ms", "iter_time_ms", "time_ms", "step_time(ms)",
+       "time(ms)", "ms/it", "ms_per_step", "elapsed_time_per_iteration_ms")
+_alias("data_time", "data_time", "data_time_s", "dtime", "data_load_time", "dataloader_time",
+       "time/data", "perf/data_time")
 _alias("eval_loss", "eval_loss", "val_loss", "valid_loss", "validation_loss", "val/loss",
        "eval/loss", "loss/val", "tel", "lm_loss_value", "test_loss", "metrics/eval/languagecrossentropy")
 _alias("eval_acc", "eval_acc", "val_acc", "val_accuracy", "eval_accuracy", "valid_acc",
@@ -161,6 +167,15 @@ def loss_like(column: str) -> bool:
     """A canonical column that measures a loss ('loss', 'train/box_loss', 'reduced_train_loss',
     'loss_unchosen'), not a setting that names one ('loss_scale')."""
     return "loss" in column.split("_") and not any(w in column for w in _NOT_METRICS)
+
+
+_DISCRIMINATOR = frozenset({"d", "dis", "disc", "discriminator", "netd", "d_real", "d_fake"})
+
+
+def discriminator(column: str) -> bool:
+    """The loss of a GAN's discriminator ('loss_D', 'd_loss', 'disc_loss'): it holds near ln 2
+    (or 2 ln 2) at equilibrium, by design, and is no plateau there."""
+    return loss_like(column) and any(t in _DISCRIMINATOR for t in _TOKEN_CUT.split(column))
 
 
 _STATS = frozenset({"min", "max", "median", "std", "var", "avg", "mean"})

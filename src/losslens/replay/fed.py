@@ -166,7 +166,7 @@ def event_positions(y: np.ndarray) -> np.ndarray:
     pos = [e.peak for e in find_episodes(y)]
     if len(y) > 8 and np.all(y > 0):
         d = Spike()  # the detector's own rule and defaults, not a copy of them
-        flagged, _, _ = spikes(y, d.window, d.z, d.min_ratio, d.history)
+        flagged, _, _, _ = spikes(y, d.window, d.z, d.min_ratio, d.history)
         pos += np.flatnonzero(flagged).tolist()
     return np.unique(np.asarray(pos, dtype=np.int64))
 

@@ -405,15 +405,17 @@ def test_key_is_value_prose(tmp_path: Path) -> None:
 def test_the_losses_of_a_gan_are_losses(tmp_path: Path) -> None:
     """'Epoch 1 Average Loss_G: 0.1467, Loss_D: 0.3049' (a public log: Latinaxia/Unet,
     logs/training.log) was 'no known log format': a loss named after the part it trains ('Loss_G',
-    mmdet's 'loss_cls') was no metric. Two losses: the gate asks which (exit 2), --metric chooses."""
+    mmdet's 'loss_cls') was no metric. Two losses and no total: each is analysed (the
+    generator's first), --metric chooses one."""
     path = tmp_path / "training.log"
     path.write_text("".join(f"2025-06-13 00:{e:02d}:46,228 - Epoch {e} Average Loss_G: "
                             f"{0.15 / e ** 0.3:.4f}, Loss_D: {0.3 / e ** 0.5:.4f}\n" for e in range(1, 51)))
     log = read_log(path)
     assert log.format == "colon" and log.train["step"].to_list() == list(range(1, 51))
     assert set(log.metrics) >= {"average_loss_g", "loss_d"}
-    (f,) = [f for f in analyze(log).findings if f.kind == "no_loss_metric"]
-    assert f.evidence["loss_like"] == ["Average Loss_G", "Loss_D"]
+    report = analyze(log)
+    assert report.loss is not None and report.loss["column"] == "Average Loss_G"
+    assert report.loss["others"] == ["Loss_D"] and alarms(report) == []
     assert analyze(log, metrics=("Loss_D",)).loss == {"column": "Loss_D", "metric": "loss",
                                                       "why": "chosen with --metric"}
     from losslens.logs.names import is_training_metric
@@ -541,8 +543,9 @@ def _visualizer_lines(epochs: int, per_epoch: int, data: bool = True, nan_at: tu
 @pytest.mark.parametrize("data", [True, False])
 def test_the_image_translation_loss_log(tmp_path: Path, data: bool) -> None:
     """pytorch-CycleGAN-and-pix2pix's loss_log.txt (and CUT's, pix2pixHD's, SPADE's: one visualizer)
-    was 'no known log format', a NaN in it unseen. Each name is a loss, watched for a NaN; none is
-    'the' loss until --metric names one; the iters count within each epoch."""
+    was 'no known log format', a NaN in it unseen. Each name is a loss, each analysed (the first
+    as the loss, a discriminator's never a plateau) until --metric names one; the iters count
+    within each epoch."""
     path = tmp_path / "loss_log.txt"
     path.write_text("\n".join(_visualizer_lines(40, 77, data)) + "\n")
     log = read_log(path)
@@ -552,7 +555,8 @@ def test_the_image_translation_loss_log(tmp_path: Path, data: bool) -> None:
     assert ("data_time" in log.train.columns) == data and log.train["step_time_s"].max() <= 0.2
     assert dict(log.lines.skipped) == {"unrecognised line": 4, "checkpoint message": 40,
                                        "end-of-epoch summary": 40}
-    assert [f.kind for f in analyze(log).findings] == ["no_loss_metric"]
+    report = analyze(log)
+    assert alarms(report) == [] and report.loss is not None and len(report.loss["others"]) >= 3
     assert alarms(analyze(log, metrics=("G_A",))) == []
     nan = tmp_path / "nan.txt"
     nan.write_text("\n".join(_visualizer_lines(40, 77, data, nan_at=(31, 50))) + "\n")
@@ -750,7 +754,7 @@ def test_stable_baselines_console_tables(tmp_path: Path, tags: bool) -> None:
     (f,) = of(report, "nonfinite")
     assert (f.metric, f.start_step, f.severity) == ("critic_loss" if not tags else "train_critic_loss",
                                                     61 * 2048, Severity.ERROR)
-    assert of(report, "no_loss_metric")
+    assert report.loss is not None and report.loss["column"] == ("train/actor_loss" if tags else "actor_loss")
 
 
 def test_fastai_fit_table(tmp_path: Path) -> None:
@@ -1083,7 +1087,8 @@ def test_heavy_tailed_noise_draws_are_information_not_spike_warnings() -> None:
     when only the spike's size above the run's 99th percentile was asked; with the noise's tail
     fitted from its downward swings (which no data spike makes), 4 do: draws of 18–55 scale units
     that the fitted tail makes in fewer than 1 run in 10. The others are information saying
-    why, or not reported (drawn once or more per run)."""
+    why (11: the noise scale taken about the trend finds two more draws early in the fall, and
+    says what they are), or not reported (drawn once or more per run)."""
     warned, explained = [], 0
     for seed in range(40):
         t, loss = _student_t_run(seed)
@@ -1096,7 +1101,7 @@ def test_heavy_tailed_noise_draws_are_information_not_spike_warnings() -> None:
                 assert f.severity == Severity.INFO and 0.1 <= f.evidence["noise_draws_expected"] < 1
                 assert "likely a draw of this run's heavy-tailed noise" in f.summary
                 explained += 1
-    assert warned == [9, 13, 23, 33] and explained == 9
+    assert warned == [9, 13, 23, 33] and explained == 11
 
 
 @pytest.mark.parametrize("noise", ["gauss", "laplace"])
@@ -1117,12 +1122,14 @@ def test_a_heavy_tailed_draw_with_a_grad_norm_spike_first_is_an_event() -> None:
     """The same kind of ×1.5 draw with the grad norm spiking a step before it: the optimizer
     says it happened, whatever the noise makes; a warning."""
     t, loss = _student_t_run(4)
-    (draw,) = of(analyze(from_arrays(t, loss=loss)), "spike")
-    assert draw.severity == Severity.INFO
+    draws = of(analyze(from_arrays(t, loss=loss)), "spike")
+    assert {d.severity for d in draws} == {Severity.INFO}
+    draw = max(draws, key=lambda d: d.evidence["ratio"])
     at = draw.evidence["peak_step"]
     grad = np.exp(np.random.default_rng(1).normal(0, 0.05, len(t)))
     grad[at - 1] = 25.0
-    (f,) = of(analyze(from_arrays(t, loss=loss, grad_norm=grad)), "spike")
+    (f,) = [f for f in of(analyze(from_arrays(t, loss=loss, grad_norm=grad)), "spike")
+            if f.evidence["peak_step"] == at]
     assert f.severity == Severity.WARNING and f.evidence["grad_norm_spike_step"] == at - 1
     assert "noise_draws_expected" not in f.evidence
 

@@ -1,0 +1,58 @@
+"""Tiny real framework runs on CPU (``fixtures/frameworks``), made once per test session and
+shared by the tests that read what they wrote. Skipped where the framework is not installed
+(``pip install -e '.[frameworks]'``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNS = ROOT / "fixtures" / "frameworks"
+
+
+def run_script(script: str, out: Path, *args: str, timeout: int = 300) -> Path:
+    """Run ``fixtures/frameworks/<script>`` into ``out`` with stdout and stderr to
+    ``out/train.log``, as a user's ``> train.log 2>&1`` does (stdout block-buffered: not a
+    terminal, PYTHONUNBUFFERED unset). The log's path."""
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / "train.log"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env.update(OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1",
+               TRANSFORMERS_OFFLINE="1", PYTHONWARNINGS="ignore")
+    with log.open("wb") as f:
+        done = subprocess.run([sys.executable, str(RUNS / script), str(out), *args], stdout=f,
+                              stderr=subprocess.STDOUT, env=env, timeout=timeout, cwd=out)
+    assert done.returncode == 0, log.read_text(errors="replace")[-3000:]
+    return log
+
+
+def _runs(tmp_path_factory: pytest.TempPathFactory, script: str, *needs: str):
+    for module in needs:
+        pytest.importorskip(module)
+    made: dict[str, Path] = {}
+
+    def get(fault: str) -> Path:
+        if fault not in made:
+            out = tmp_path_factory.mktemp(f"{script.removesuffix('.py')}_{fault}")
+            run_script(script, out, "--fault", fault)
+            made[fault] = out
+        return made[fault]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def hf_runs(tmp_path_factory: pytest.TempPathFactory):
+    """``hf_runs(fault)``: the folder of a tiny HF Trainer run with that fault (made once)."""
+    return _runs(tmp_path_factory, "hf_trainer.py", "transformers", "accelerate")
+
+
+@pytest.fixture(scope="session")
+def lightning_runs(tmp_path_factory: pytest.TempPathFactory):
+    """``lightning_runs(fault)``: the folder of a tiny Lightning run with that fault."""
+    return _runs(tmp_path_factory, "lightning_run.py", "lightning", "tensorboard")
