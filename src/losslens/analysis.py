@@ -141,8 +141,7 @@ def choose_loss(log: LogData, metrics: tuple[str, ...] = ()) -> tuple[LogData, d
     elif "loss" in log.train.columns:
         column, why = "loss", "a known loss name"
     else:
-        candidates = [c for c in log.metrics if _loss_like(c)]
-        preferred = [c for c in candidates if "total" in c or "train" in c]
+        candidates, preferred = _loss_candidates(log)
         if len(candidates) == 1 or len(preferred) == 1:
             column = candidates[0] if len(candidates) == 1 else preferred[0]
             why = ("the only loss-like column" if len(candidates) == 1 else
@@ -175,11 +174,17 @@ def several_losses(log: LogData) -> tuple[str, ...]:
     """The loss-like training columns of a log that has several and no total among them (an
     actor and a critic, a generator and a discriminator, one loss per head): every one is
     analysed, the first as the loss. Empty when ``choose_loss`` can take one by itself."""
-    candidates = [c for c in log.metrics if _loss_like(c) and c in log.train.columns]
-    preferred = [c for c in candidates if "total" in c or "train" in c]
+    candidates, preferred = _loss_candidates(log)
+    candidates, preferred = ([c for c in cs if c in log.train.columns] for cs in (candidates, preferred))
     if len(candidates) < 2 or len(preferred) == 1:
         return ()
     return tuple(sorted(candidates, key=discriminator))  # (a generator's first: it is the loss)
+
+
+def _loss_candidates(log: LogData) -> tuple[list[str], list[str]]:
+    """The loss-like training columns, and those of them named a total or the train loss."""
+    candidates = [c for c in log.metrics if _loss_like(c)]
+    return candidates, [c for c in candidates if "total" in c or "train" in c]
 
 
 def _no_loss(log: LogData, steps: dict[str, int | None]) -> Finding:
@@ -211,10 +216,9 @@ def analyze_log(log: LogData, detectors: tuple[Detector, ...] = REGISTRY,
     several = () if metrics or "loss" in log.train.columns else several_losses(log)
     log, loss = choose_loss(log, metrics or several)
     if several and loss is not None:
-        names = ", ".join(log.names.get(c, c) for c in several[1:])
-        loss["why"] = (f"the first of {len(several)} loss-like columns and no total: each is "
-                       f"analysed ({names} too; --metric narrows)")
         loss["others"] = [log.names.get(c, c) for c in several[1:]]
+        loss["why"] = (f"the first of {len(several)} loss-like columns and no total: each is "
+                       f"analysed ({', '.join(loss['others'])} too; --metric narrows)")
     extra = [resolve_metric(log, m) for m in (metrics or several)[1:]]
     train = log.train
     steps = {"first": int(train["step"].min()) if train.height else None,  # type: ignore[arg-type]

@@ -43,7 +43,14 @@ def in_order(fn: Callable[[Any], Any], items: list[Any], jobs: int, chunk: int) 
     workers: list[tuple[Any, Any]] = []
     given: dict[Any, int] = {}  # a worker's pipe -> the chunk it is working on
     done: dict[int, list[Any]] = {}
-    following = 0  # the next chunk not handed out
+    todo = iter(enumerate(chunks))  # the chunks not handed out yet
+
+    def give(pipe: Any) -> None:
+        """The next chunk to the worker of ``pipe``, if one is left."""
+        if (following := next(todo, None)) is not None:
+            pipe.send(following[1])
+            given[pipe] = following[0]
+
     try:
         for _ in range(min(jobs, len(chunks))):
             here, there = spawn.Pipe()
@@ -57,10 +64,7 @@ def in_order(fn: Callable[[Any], Any], items: list[Any], jobs: int, chunk: int) 
             there.close()
             workers.append((proc, here))
         for _, pipe in workers:
-            if following < len(chunks):
-                pipe.send(chunks[following])
-                given[pipe] = following
-                following += 1
+            give(pipe)
         for wanted in range(len(chunks)):
             while wanted not in done:
                 ready: list[Any] = wait(list(given))
@@ -74,10 +78,7 @@ def in_order(fn: Callable[[Any], Any], items: list[Any], jobs: int, chunk: int) 
                     if failed:
                         raise answer
                     done[given.pop(pipe)] = answer
-                    if following < len(chunks):
-                        pipe.send(chunks[following])
-                        given[pipe] = following
-                        following += 1
+                    give(pipe)
             yield from done.pop(wanted)
     finally:
         _stop(workers)

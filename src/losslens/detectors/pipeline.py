@@ -10,6 +10,7 @@ import numpy as np
 
 from losslens.detectors.base import Detector, Series
 from losslens.detectors.stats import kept, median_where, spearman
+from losslens.detectors.throughput import per_step, running_total
 from losslens.findings import Finding, Severity, Skipped
 
 
@@ -153,15 +154,11 @@ class PipelineStall(Detector):
         of each step, or the increments of an elapsed time): one or two are a stall (a data
         loader, I/O, a collective waiting on a rank); more, at a regular spacing, are the run's
         own periodic work (evaluation, checkpoints): information."""
-        from losslens.detectors.throughput import running_total
-
         t, steps = kept(np.isfinite(series.values), series.values, series.steps)
         if len(t) < 10:
             return Skipped(self.name, series.metric, f"only {len(t)} points; needs 10")
         if series.metric == "elapsed_s" or running_total(t):
-            dt, ds = np.diff(t), np.diff(steps)
-            ok = (dt >= 0) & (ds > 0)
-            t, steps = dt[ok] / ds[ok], steps[1:][ok]
+            t, steps = per_step(t, steps)
         scale = 1e-3 if series.metric == "step_time_ms" else 1.0
         usual = median_where(t, t > 0)
         if usual <= 0 or len(t) < 10:

@@ -56,17 +56,19 @@ class Spike(Detector):
         v, steps = kept(np.isfinite(series.values) & (series.values > 0), series.values, series.steps)
         if len(v) <= self.history:
             return Skipped(self.name, series.metric, f"only {len(v)} points; needs {self.history + 1}")
-        flagged, level, z, lagging = spikes(v, self.window, self.z, self.min_ratio, self.history)
+        flagged, level, z, lagging, centred = _rule(v, self.window, self.z, self.min_ratio,
+                                                    self.history)
         if not flagged.any():
             return []
         # heavy-tailed noise: a spike must also stand out from the series' own tail, measured as
         # the excursion above the local level (log ratio): a z-score is not comparable along a
         # run (the MAD of a steep early fall is wide), and would let a ×2 draw late in the run
         # pass where a ×3 standout early in it does not
-        # (about a centred median: the lagging one stands off a steep fall, which would count as
-        # the tail; in place where it can be: 80 MB an array at 10M records)
+        # (about the rule's centred median: the lagging one stands off a steep fall, which would
+        # count as the tail; in place where it can be: 80 MB an array at 10M records)
         excursion = np.log(v)
-        excursion -= rolling_median(excursion, self.window | 1, center=True)
+        excursion -= centred
+        del centred
         rest = excursion[self.history:][~flagged[self.history:]]
         np.abs(rest, out=rest)
         if len(rest) >= 200:  # enough points for the series' own 99th percentile to mean something
@@ -78,11 +80,10 @@ class Spike(Detector):
         # a group flagged against the noise about the trend that stays up is a rise, not a
         # spike: of it, only what the lagging median's own scale flags too (as before the trend
         # was taken out of the scale)
-        narrowed = [g if self._recovered(v, level, g) else g[lagging[g]] for g in groups]
-        if any(len(k) < len(g) for k, g in zip(narrowed, groups, strict=True)):
-            flagged = np.zeros_like(flagged)
-            for k in narrowed:
-                flagged[k] = True
+        rises = [g[~lagging[g]] for g in groups if not self._recovered(v, level, g)]
+        if any(len(r) for r in rises):
+            for r in rises:
+                flagged[r] = False
             if not flagged.any():
                 return []
             groups = self._groups(flagged)
@@ -150,6 +151,14 @@ def spikes(v: np.ndarray, window: int, k: float, min_ratio: float, history: int
     watch and replay. ``lagging``: flagged with the scale of the deviations from the lagging
     median alone (the trend in it): what a detrended scale flags beyond it in a steep rise is
     the rise, unless it comes back down (``Spike.detect`` asks)."""
+    return _rule(v, window, k, min_ratio, history)[:4]
+
+
+def _rule(v: np.ndarray, window: int, k: float, min_ratio: float, history: int
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``spikes``, and the centred rolling median of log(v) over ``window // 2`` records each
+    side that its detrended scale is taken about (``Spike.detect``'s tail test measures the
+    excursions about it too: one median, not two)."""
     # in place where it can be: on a 10M-record loss each temporary is 80 MB
     x = np.log(v)
     n = len(x)
@@ -167,7 +176,8 @@ def spikes(v: np.ndarray, window: int, k: float, min_ratio: float, history: int
     # noise: a ×4 spike early in a run read as z=6. The scale is also taken about a centred
     # median, from records at least half a window back (their centred window is then all past),
     # and the smaller of the two is the noise
-    detrended = _detrended_scale(x, window)
+    centred = rolling_median(x, 2 * (window // 2) + 1, center=True)
+    detrended = _detrended_scale(x, centred, window)
     lagging = scale.copy()
     np.fmin(scale, detrended, out=scale)
     del detrended
@@ -191,18 +201,19 @@ def spikes(v: np.ndarray, window: int, k: float, min_ratio: float, history: int
     z[:history] = 0.0
     flagged = (z > k) & big
     flagged[:history] = False
-    return flagged, level, np.nan_to_num(z, copy=False), lagging
+    return flagged, level, np.nan_to_num(z, copy=False), lagging, centred
 
 
-def _detrended_scale(x: np.ndarray, window: int) -> np.ndarray:
+def _detrended_scale(x: np.ndarray, centred: np.ndarray, window: int) -> np.ndarray:
     """For each record, the median absolute deviation of the ``window`` records that end half a
-    window before it from their centred rolling median (over a window + 1 records): only values
-    before the record enter it. NaN where fewer than ``window // 2`` records are that far back."""
+    window before it from ``centred``, their centred rolling median (over ``window // 2``
+    records each side): only values before the record enter it. NaN where fewer than
+    ``window // 2`` records are that far back."""
     n, h = len(x), window // 2
     out = np.full(n, np.nan)
     if h < 1 or n <= 2 * h + 1:
         return out
-    res = np.abs(x - rolling_median(x, 2 * h + 1, center=True))
+    res = np.abs(x - centred)
     typical = rolling_median(res, window, center=False)  # of res[j - window + 1 .. j]
     out[2 * h + 1:] = typical[h:n - h - 1]  # record i: res up to i - h - 1, centred up to i - 1
     return out

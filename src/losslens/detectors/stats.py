@@ -38,7 +38,17 @@ def rolling_median(x: np.ndarray, window: int, center: bool = True) -> np.ndarra
     s = pl.Series(f)
     if np.isnan(f).any():  # (a copy of the series only where there is a NaN to leave out)
         s = s.fill_nan(None)
-    out = s.rolling_median(window_size=w, center=center, min_samples=1)
+    n = len(f)
+    if center and w % 2 and n > w:
+        # polars' centred window costs three times its trailing one (0.50 s against 0.17 s on 2M
+        # records, w=65): the same medians are the trailing ones h records on, and the last h
+        # (windows cut short by the end) are taken on the last w records alone
+        h = w // 2
+        out = pl.concat([s.rolling_median(window_size=w, center=False, min_samples=1).slice(h),
+                         s.slice(n - w).rolling_median(window_size=w, center=True,
+                                                       min_samples=1).slice(w - h)])
+    else:
+        out = s.rolling_median(window_size=w, center=center, min_samples=1)
     if out.null_count():
         out = out.fill_null(strategy="forward").fill_null(strategy="backward")
     return out.to_numpy()

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from losslens.detectors.base import Detector, Series, fmt_number
-from losslens.detectors.stats import level_shift
+from losslens.detectors.stats import kept, level_shift
 from losslens.findings import Finding, Severity, Skipped
 
 
@@ -44,9 +44,8 @@ class ThroughputDrop(Detector):
             return short
         elapsed = series.metric == "step_time_s" and running_total(v)
         if elapsed:  # 'Time: 505.06 sec' counts from the start: its increments are the step times
-            dv, ds = np.diff(v), np.diff(steps)
-            ok = (dv > 0) & (ds > 0)
-            v, steps = dv[ok] / ds[ok], steps[1:][ok]
+            v, steps = per_step(v, steps)
+            v, steps = kept(v > 0, v, steps)
             n = len(v)
             if (short := self.too_short(series, n, self.min_points)) is not None:
                 return short
@@ -68,6 +67,14 @@ class ThroughputDrop(Detector):
                         summary, {"turn_step": int(steps[turn]), "before": before, "after": after,
                                   "drop": round(1 - after / before, 4), "elapsed": elapsed},
                         series.segment)]
+
+
+def per_step(elapsed: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """An elapsed time's increments per step (where the steps advance and the time does not go
+    back), at the later record's step."""
+    dt, ds = np.diff(elapsed), np.diff(steps)
+    ok = (dt >= 0) & (ds > 0)
+    return dt[ok] / ds[ok], steps[1:][ok]
 
 
 def running_total(v: np.ndarray) -> bool:

@@ -114,16 +114,7 @@ class Divergence(Detector):
         post = v[turn:]
         m = len(post)
         if m < 10:
-            if turn - skip < 20:
-                return float("inf")
-            pre = v[turn - 10:turn]
-            n_tail = len(v) - max(turn, len(v) - max(2, len(v) // 20))  # (as ``detect`` takes it)
-            noise = robust_scale(np.diff(v[skip:turn])) / np.sqrt(2)
-            if noise <= 0:
-                return float("inf")
-            # a median's standard error is ~1.25 σ/√n
-            se = 1.25 * noise * np.sqrt(1 / len(pre) + 1 / n_tail)
-            return float((tail - np.median(pre)) / se)
+            return float("inf") if turn - skip < 20 else Divergence._shift_t(v, skip, turn, tail)
         resid = (v - s)[skip:turn] if turn - skip >= 20 else (v - s)[turn:]
         r1 = 0.0
         if len(resid) > 3 and np.ptp(resid) > 0:
@@ -155,13 +146,24 @@ class Divergence(Detector):
         lows = [float(np.median(rest[i:i + k])) for i in range(0, len(rest) - k + 1, k)]
         if min(lows) < (1 + self.min_rise) * low:
             return None  # it came back down: a spike or a bump, not a blow-up
-        pre = v[max(skip, at - 10):at]
+        t = self._shift_t(v, skip, at, tail)
+        return (at, t) if t >= 2 * self.min_t else None
+
+    @staticmethod
+    def _shift_t(v: np.ndarray, skip: int, at: int, tail: float) -> float:
+        """How far ``tail`` (the median of the last records, as ``detect`` takes it) stands above
+        the median of the 10 records before ``at`` (``at - skip`` >= 10), in standard errors of
+        the two medians from the noise of the records between ``skip`` and ``at`` (from their
+        successive differences); infinite where they have none."""
+        n = len(v)
+        pre = v[at - 10:at]
+        n_tail = n - max(at, n - max(2, n // 20))
         noise = robust_scale(np.diff(v[skip:at])) / np.sqrt(2)
         if noise <= 0:
-            return at, float("inf")
-        se = 1.25 * noise * np.sqrt(1 / len(pre) + 1 / max(2, n // 20))
-        t = (tail - float(np.median(pre))) / se
-        return (at, t) if t >= 2 * self.min_t else None
+            return float("inf")
+        # a median's standard error is ~1.25 σ/√n
+        se = 1.25 * noise * np.sqrt(1 / len(pre) + 1 / n_tail)
+        return float((tail - np.median(pre)) / se)
 
     @staticmethod
     def _onset(v: np.ndarray, skip: int, low: int) -> int:
@@ -277,15 +279,11 @@ class Plateau(Detector):
         lr = (series.context or {}).get("lr")
         if lr is None or len(lr) != len(series.values):
             return None
-        finite = np.isfinite(lr)
-        if not finite.any() or np.nanmax(np.abs(lr)) <= 0:
-            return None
-        nonzero = np.flatnonzero(finite & (lr != 0))
-        start = int(nonzero[-1]) + 1 if len(nonzero) else 0
-        zero = finite[start:] & (lr[start:] == 0)
+        nonzero = np.flatnonzero(np.isfinite(lr) & (lr != 0))
         n = len(lr)
-        if start == 0 or n - start < max(10, n // 10) or not zero.all():
-            return None
+        start = int(nonzero[-1]) + 1 if len(nonzero) else 0  # (0: never other than 0)
+        if start == 0 or n - start < max(10, n // 10) or np.any(lr[start:] != 0):
+            return None  # (a NaN after the last rate is no 0 either)
         v = series.values
         before = v[max(0, start - 10):start]
         after = v[start:]

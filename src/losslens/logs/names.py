@@ -169,7 +169,7 @@ def loss_like(column: str) -> bool:
     return "loss" in column.split("_") and not any(w in column for w in _NOT_METRICS)
 
 
-_DISCRIMINATOR = frozenset({"d", "dis", "disc", "discriminator", "netd", "d_real", "d_fake"})
+_DISCRIMINATOR = frozenset({"d", "dis", "disc", "discriminator", "netd"})  # (a name's words)
 
 
 def discriminator(column: str) -> bool:
