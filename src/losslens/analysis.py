@@ -260,7 +260,7 @@ def analyze_log(log: LogData, detectors: tuple[Detector, ...] = REGISTRY,
     nonfinite = next((d for d in detectors if isinstance(d, NonFinite) and d.name not in ignore), None)
     if nonfinite is not None and log.rank_nonfinite:
         findings += _other_ranks(log, findings, nonfinite)
-    findings = _with_lines(_memorising(_explained(findings, detectors)), log)
+    findings = with_lines(_memorising(_explained(findings, detectors)), log)
     if several and loss is not None:  # each finding names its loss, the first one's too
         findings = [_named(f, several[0]) for f in findings]
     findings.sort(key=lambda f: (-int(f.severity), f.start_step, f.kind, f.metric))
@@ -287,7 +287,7 @@ def _other_ranks(log: LogData, findings: list[Finding], detector: NonFinite) -> 
 RECORD_FORMATS = ("tensorboard", "mlflow", "trainer-state", "json-records")
 
 
-def _with_lines(findings: list[Finding], log: LogData) -> list[Finding]:
+def with_lines(findings: list[Finding], log: LogData) -> list[Finding]:
     """Each finding gets the log's line of the first record at or after its start step (in its
     segment), so that `file:LINE:` takes an editor or a CI annotation to it. One sort, then a
     binary search per finding (a flood of findings on a long log stays cheap)."""
@@ -358,3 +358,38 @@ def _memorising(findings: list[Finding]) -> list[Finding]:
                     "eval_rise": round(rise, 4)}
         out.append(dataclasses.replace(f, severity=Severity.WARNING, summary=summary, evidence=evidence))
     return out
+
+
+def same_data(analysed: list[tuple[LogData, Report]]) -> list[Report]:
+    """The reports of runs that read the same data in the same order (``analyze --same-data``),
+    each with the loss spikes it shares with another run said as such: cause ``data``, a warning
+    even where the run alone took it for a draw of its noise (``detectors.shared``). A run with
+    no loss column takes no part."""
+    from losslens.detectors.shared import Excursions, marked, shared_spikes
+
+    taking = [k for k, (_, report) in enumerate(analysed) if report.loss is not None]
+    runs = []
+    for k in taking:
+        log, report = analysed[k]
+        parts = series_of(log, "loss", context=False)
+        steps = np.concatenate([s.steps for s in parts]) if parts else np.array([], np.int64)
+        values = np.concatenate([s.values for s in parts]) if parts else np.array([])
+        # a restart's steps again: the last record of each step
+        order = np.argsort(steps, kind="stable")[::-1]
+        steps, first = np.unique(steps[order], return_index=True)
+        runs.append(Excursions.of(report.source, steps, values[order][first]))
+    shared = shared_spikes(runs)
+    out = [report for _, report in analysed]
+    for r, k in enumerate(taking):
+        log, report = analysed[k]
+        count = sum(r in s.runs for s in shared)
+        note = (f"compared with {len(runs) - 1} other run(s) reading the same data (--same-data): "
+                f"{count or 'no'} spike(s) shared with them")
+        findings = report.findings
+        if count:
+            metric = report.loss["column"] if report.loss and report.loss.get("others") else "loss"
+            findings = with_lines(marked(findings, runs, r, shared, metric), log)
+            findings.sort(key=lambda f: (-int(f.severity), f.start_step, f.kind, f.metric))
+        out[k] = dataclasses.replace(report, findings=findings, notes=[*report.notes, note])
+    return out
+

@@ -480,7 +480,8 @@ def _shown(r: Result, floor: Severity | None) -> Result:
 def _judge_logs(command: str, logs: list[str], walk: Walk, run: Options, gate: Gate, fmt: OutputFormat,
                 printer: Printer, *, show_all: bool, markdown: bool = False,
                 min_severity: Severity | None = None, statistics: bool = False,
-                write_baseline: str | None = None, each: Any = None) -> tuple[Verdicts, list[Result]]:
+                write_baseline: str | None = None, each: Any = None,
+                same_data: bool = False) -> tuple[Verdicts, list[Result]]:
     """Read, analyse, judge and report every log that ``logs`` name (check's and analyze's
     shared course). ``each(result, judgement)``: what the command says of a log on stderr."""
     from losslens.reporters.base import Context
@@ -488,6 +489,10 @@ def _judge_logs(command: str, logs: list[str], walk: Walk, run: Options, gate: G
     if statistics and fmt not in (OutputFormat.text, OutputFormat.json):
         raise UsageError("--statistics prints text or json (--output-format text|json)")
     found: Iterator[Result] = _results(logs, run, walk)
+    if same_data:
+        from losslens.runner import same_data as shared
+
+        found = shared(found)
     if write_baseline is not None:  # every report first: the logs are judged against it
         from losslens.baseline import Baseline
 
@@ -551,6 +556,10 @@ def analyze(
                                              "(needs the plot extra).")] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="A short Markdown summary (for CI "
                                            "comments) instead of the terminal report.")] = False,
+    same_data: Annotated[bool, typer.Option("--same-data", help="The logs are runs that read the "
+                                            "same data in the same order (restarts, optimizer or "
+                                            "model-seed sweeps): spikes they share at a step are "
+                                            "a bad batch (cause data).")] = False,
     show_all: AllOpt = False,
     skip_unreadable: SkipOpt = False,
     allow_partial: AllowPartialOpt = False,
@@ -579,6 +588,8 @@ def analyze(
             if not plot.lower().endswith(PLOT_SUFFIXES):
                 raise UsageError(f"--plot {plot}: name a .png, .svg or .pdf file")
             _needs("matplotlib", "--plot draws with matplotlib", "plot")
+        if pick and same_data:
+            raise UsageError("--pick reports one log and --same-data compares several: pass one")
         printer = Printer(output_file)
         try:
             if pick:
@@ -588,7 +599,7 @@ def analyze(
                 verdicts, results = _judge_logs(
                     "analyze", logs, walk(logs), run, gate, fmt, printer, show_all=show_all,
                     markdown=markdown, min_severity=_severity(min_severity), statistics=statistics,
-                    write_baseline=write_baseline)
+                    write_baseline=write_baseline, same_data=same_data)
         finally:
             printer.close()
         for r, j in verdicts.judgements:

@@ -191,6 +191,20 @@ def results(found: Walk, options: Options, names: list[str]) -> Iterator[Result]
         raise UsageError(f"no log could be read in {', '.join(names)}{passed_over(found)}")
 
 
+def same_data(results: Iterator[Result]) -> Iterator[Result]:
+    """``results`` read as runs sharing a data order (``analyze --same-data``): all of them first,
+    then each with the spikes it shares with another said as such (``analysis.same_data``)."""
+    import dataclasses
+
+    from losslens.analysis import same_data as shared
+
+    every = list(results)
+    read = [r.report is not None and r.log is not None for r in every]
+    reports = iter(shared([(r.log, r.report) for r, ok in zip(every, read, strict=True) if ok]))  # type: ignore[misc]
+    for r, ok in zip(every, read, strict=True):
+        yield dataclasses.replace(r, report=next(reports)) if ok else r
+
+
 def passed_over(found: Walk) -> str:
     """' (3 file(s) passed over as not logs; --verbose lists them)', or '' when none was."""
     return (f" ({len(found.ignored)} file(s) passed over as not logs; --verbose lists them)"

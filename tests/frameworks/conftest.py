@@ -34,21 +34,23 @@ def run_script(script: str, out: Path, *args: str, timeout: int = 300) -> Path:
 def _runs(tmp_path_factory: pytest.TempPathFactory, script: str, *needs: str):
     for module in needs:
         pytest.importorskip(module)
-    made: dict[str, Path] = {}
+    made: dict[tuple[str, ...], Path] = {}
 
-    def get(fault: str) -> Path:
-        if fault not in made:
+    def get(fault: str, *args: str) -> Path:
+        """The run with ``fault`` (and the script's other options ``args``), made once."""
+        key = (fault, *args)
+        if key not in made:
             out = tmp_path_factory.mktemp(f"{script.removesuffix('.py')}_{fault}")
-            run_script(script, out, "--fault", fault)
-            made[fault] = out
-        return made[fault]
+            run_script(script, out, "--fault", fault, *args)
+            made[key] = out
+        return made[key]
 
     return get
 
 
 @pytest.fixture(scope="session")
 def hf_runs(tmp_path_factory: pytest.TempPathFactory):
-    """``hf_runs(fault)``: the folder of a tiny HF Trainer run with that fault (made once)."""
+    """``hf_runs(fault, *args)``: the folder of a tiny HF Trainer run with that fault (made once)."""
     return _runs(tmp_path_factory, "hf_trainer.py", "transformers", "accelerate")
 
 

@@ -91,3 +91,38 @@ def test_an_lr_set_to_zero_says_nothing_is_learned_from_that_step(hf_runs) -> No
         got = findings(path)
         assert [f["kind"] for f in got] == ["plateau"], path
         assert got[0]["evidence"]["lr_zero_step"] == zero and got[0]["start_step"] == zero
+
+
+def test_runs_reading_the_same_data_share_a_bad_batch_that_neither_shows_alone(hf_runs) -> None:
+    """Two runs with the same data order and different optimizers, 2 of the 16 rows of batch 120
+    random: each run's loss rises ~1.35x there (below what one run can tell from its noise);
+    together they are a bad batch. A third run with its own corrupted batch at step 150 shares
+    nothing and keeps its own finding."""
+    adamw = hf_runs("spike", "--corrupt-rows", "2")
+    adafactor = hf_runs("spike", "--corrupt-rows", "2", "--optim", "adafactor")
+    other = hf_runs("spike", "--at", "150")
+    for run in (adamw, adafactor):  # what each logged at the shared batch
+        h = history(run)
+        at = next(r for r in h if r["step"] == 120)
+        assert 1.2 < at["loss"] / h[h.index(at) - 1]["loss"] < 1.6
+    logs = [str(r / "train.log") for r in (adamw, adafactor, other)]
+    alone = [report(Path(p))[1]["findings"] for p in logs]
+    assert alone[0] == [] and alone[1] == []
+    assert [f["evidence"]["peak_step"] for f in alone[2]] == [150]
+
+    def same_data(*paths: str) -> dict[str, list[dict]]:
+        p = subprocess.run([sys.executable, "-m", "losslens", "analyze", *paths, "--same-data", "--json"],
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        return {r["source"]: r["findings"] for r in map(json.loads, p.stdout.splitlines())}
+
+    pair = same_data(*logs[:2])
+    for me, them in ((logs[0], logs[1]), (logs[1], logs[0])):
+        [f] = pair[me]
+        assert (f["kind"], f["severity"], f["start_step"]) == ("spike", "warning", 120)
+        assert f["evidence"]["cause"] == "data" and f["evidence"]["chance"] <= 0.01
+        assert [s["run"] for s in f["evidence"]["shared_with"]] == [them]
+        assert "a bad batch" in f["summary"] and "check the data" in f["summary"]
+    three = same_data(*logs)  # (three pairs to compare: the same coincidence is less rare)
+    assert [(f["start_step"], f["evidence"]["cause"]) for f in three[logs[0]]] == [(120, "data")]
+    assert three[logs[2]] == alone[2]  # an unshared spike is left as it was
