@@ -16,6 +16,7 @@ from losslens.logs.formats.jsonl import account_document, array_items
 from losslens.logs.mappings import BARE_NONFINITE, emit_mapping, load_json, no_surrogates
 from losslens.logs.names import canonical, is_training_metric
 from losslens.logs.sink import Accounting, Sink
+from losslens.logs.tqdm import rate_of, step_times
 
 # --- trainer_state.json ----------------------------------------------------------------------
 STEP_LINE = re.compile(r'^\s*"step":\s*(\d+)')
@@ -153,6 +154,7 @@ class _HFParser(RegexLineParser):
     def __init__(self, sink: Sink):
         super().__init__(sink)
         self.bars: dict[int, list[int]] = {}  # total -> [updates, last count]
+        self.rates: dict[int, list[tuple[int, float]]] = {}  # total -> each redraw's (count, rate)
         self.train: list[dict[str, Any]] = []
         self.evals: list[dict[str, Any]] = []
         self.own_steps = False
@@ -164,6 +166,8 @@ class _HFParser(RegexLineParser):
             state = self.bars.setdefault(total, [0, 0])
             state[0] += 1
             state[1] = n
+            if (rate := rate_of(m.group(0))) is not None:
+                self.rates.setdefault(total, []).append((n, rate))
 
     @property
     def bar_step(self) -> int | None:
@@ -199,6 +203,26 @@ class _HFParser(RegexLineParser):
         return reason
 
     def finish(self) -> None:
+        self._rebuild_steps()
+        self._time_steps()
+
+    def _time_steps(self) -> None:
+        """Each training record's mean seconds per step since the one before, from the training
+        bar's redraws (``logs.tqdm``), where the records carry no time of their own."""
+        steps = [r["step"] for r in self.train]
+        if not self.rates or not steps or None in steps \
+                or any(b <= a for a, b in zip(steps, steps[1:], strict=False)) \
+                or any(k in r for r in self.train for k in ("step_time_s", "step_time_ms")):
+            return
+        times = step_times(self.rates[max(self.rates)], steps)
+        if sum(t is not None for t in times) < 10:
+            return
+        for rec, t in zip(self.train, times, strict=True):
+            if t is not None:
+                rec["step_time_s"] = t
+        self.sink.notes.append("step times read from the progress bar's redraws (tqdm's rate)")
+
+    def _rebuild_steps(self) -> None:
         steps = [r["step"] for r in self.train]
         if self.own_steps or self.stepless or None in steps or \
                 all(b > a for a, b in zip(steps, steps[1:], strict=False)):
@@ -208,8 +232,8 @@ class _HFParser(RegexLineParser):
         interval = max(1, round(last / len(steps)))
         for k, rec in enumerate(self.train, 1):
             rec["step"] = k * interval
-        self.sink.notes.append(f"stdout was buffered (several records after one progress bar): "
-                               f"steps rebuilt as every {interval} steps")
+        self.sink.notes.append(f"several records after one progress bar (stdout buffered apart from "
+                               f"the bar's stderr): steps rebuilt as every {interval} steps")
         by_line = sorted((r["line"], r["step"]) for r in self.train)
         lines = [ln for ln, _ in by_line]
         for ev in self.evals:  # the step of the last train record at or before the eval's line
@@ -223,7 +247,7 @@ class HFStdout(Format):
     rows = "jsonl_columns:hf_rows"  # column-wise for large files, until a progress bar shows
     keeps_records = True  # finish() may rebuild the steps of buffered output
     title = ("Hugging Face Trainer / TRL / ms-swift stdout: {'loss': ...} dicts (string values "
-             "too) among tqdm redraws")
+             "too) among tqdm redraws (step times from their rate)")
     example = ("{'loss': 2.0592, 'grad_norm': 0.6914, 'learning_rate': 7.17e-05, "
                "'mean_token_accuracy': 0.5715, 'epoch': 0.03}")
 
