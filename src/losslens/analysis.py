@@ -162,11 +162,13 @@ def choose_loss(log: LogData, metrics: tuple[str, ...] = ()) -> tuple[LogData, d
     return log, {"column": original, "metric": "loss", "why": why}
 
 
-def _named(f: Finding, column: str) -> Finding:
-    """A finding on the loss, naming the column it was (in its summary's first word too)."""
-    if f.metric != "loss":
+def _named(f: Finding, logged: Mapping[str, str]) -> Finding:
+    """A finding on one of several losses, naming its column (in its summary's first word too):
+    ``logged`` maps the names the detectors saw ('loss' for the first) to the columns'."""
+    column = logged.get(f.metric)
+    if column is None or column == f.metric:
         return f
-    summary = column + f.summary[4:] if f.summary.startswith("loss") else f.summary
+    summary = column + f.summary[len(f.metric):] if f.summary.startswith(f.metric) else f.summary
     return dataclasses.replace(f, metric=column, summary=summary)
 
 
@@ -260,9 +262,9 @@ def analyze_log(log: LogData, detectors: tuple[Detector, ...] = REGISTRY,
     nonfinite = next((d for d in detectors if isinstance(d, NonFinite) and d.name not in ignore), None)
     if nonfinite is not None and log.rank_nonfinite:
         findings += _other_ranks(log, findings, nonfinite)
-    findings = with_lines(_memorising(_explained(findings, detectors)), log)
+    findings = with_lines(_memorising(_explained(findings, detectors), _evaluated(log)), log)
     if several and loss is not None:  # each finding names its loss, the first one's too
-        findings = [_named(f, several[0]) for f in findings]
+        findings = [_named(f, {"loss": several[0]}) for f in findings]
     findings.sort(key=lambda f: (-int(f.severity), f.start_step, f.kind, f.metric))
     report = Report(source=log.source, format=log.format, lines=log.lines.as_dict(),
                   skipped_reasons=dict(log.lines.skipped), steps=steps,
@@ -331,33 +333,44 @@ def _explained(findings: list[Finding], detectors: tuple[Detector, ...]) -> list
     return out
 
 
-def _memorising(findings: list[Finding]) -> list[Finding]:
+def _memorising(findings: list[Finding], evaluated: bool) -> list[Finding]:
     """An epoch-periodic loss (drops at each epoch start, or a sawtooth at the epoch length) is
-    information alone: several passes over the data do that. Strong (a third of the de-trended
-    variance, or drops of 10 % and more) and with the eval loss rising from its best (the
-    overfitting finding), it is the model memorising its training set: a warning."""
+    judged by its drops against the noise within an epoch (the periodicity detector: a warning
+    when large). Strong (a third of the de-trended variance, or drops of 10 % and more) and with
+    the eval loss rising from its best (the overfitting finding), it is the model memorising its
+    training set: a warning that says so. Large but with an eval loss (``evaluated``) that does
+    not rise, the model still generalises: information, saying why."""
     rising = [f for f in findings if f.kind == "overfitting"]
     out = []
     for f in findings:
         epochal = f.kind == "periodicity" and f.evidence.get("cause") == "epoch"
+        if not epochal:
+            out.append(f)
+            continue
         strength = max(f.evidence.get("share_of_variance", 0.0),
                        float(np.median(f.evidence["drops"])) * 10 / 3 if "drops" in f.evidence else 0.0)
-        if not (epochal and strength >= 1 / 3 and f.severity < Severity.WARNING):
-            out.append(f)
-            continue
         ev = next((g for g in rising if g.segment == f.segment), None)
-        if ev is None:
-            out.append(f)
-            continue
-        rise = ev.evidence["last"] / ev.evidence["best"] - 1 if ev.evidence["best"] > 0 else float("inf")
-        head = f.summary.split(" (expected with several epochs", 1)[0].split("; ", 1)[0]
-        summary = (f"{head}; and the eval loss is up {rise:.0%} from its best (step "
-                   f"{ev.evidence['best_step']}): the model is memorising its training set (stop at "
-                   f"the best eval step, add data or regularisation)")
-        evidence = {**f.evidence, "cause": "memorisation", "eval_best_step": ev.evidence["best_step"],
-                    "eval_rise": round(rise, 4)}
-        out.append(dataclasses.replace(f, severity=Severity.WARNING, summary=summary, evidence=evidence))
+        if ev is not None and strength >= 1 / 3:
+            rise = ev.evidence["last"] / ev.evidence["best"] - 1 if ev.evidence["best"] > 0 else float("inf")
+            head = f.summary.split(": each drop", 1)[0].split(" (expected with several epochs", 1)[0]
+            head = head.split("; ", 1)[0]
+            summary = (f"{head}; and the eval loss is up {rise:.0%} from its best (step "
+                       f"{ev.evidence['best_step']}): the model is memorising its training set (stop at "
+                       f"the best eval step, add data or regularisation)")
+            evidence = {**f.evidence, "cause": "memorisation", "eval_best_step": ev.evidence["best_step"],
+                        "eval_rise": round(rise, 4)}
+            f = dataclasses.replace(f, severity=Severity.WARNING, summary=summary, evidence=evidence)
+        elif evaluated and ev is None and f.severity >= Severity.WARNING:
+            f = dataclasses.replace(f, severity=Severity.INFO, summary=f.summary + (
+                "; but the eval loss does not rise: the model still generalises (watch the gap "
+                "between the train and eval losses)"))
+        out.append(f)
     return out
+
+
+def _evaluated(log: LogData) -> bool:
+    """The log holds eval records with a loss."""
+    return log.eval.height > 0 and any(c.startswith("eval_") and "loss" in c for c in log.eval.columns)
 
 
 def same_data(analysed: list[tuple[LogData, Report]]) -> list[Report]:

@@ -259,7 +259,11 @@ class Periodicity(Detector):
     min_points: records needed. window: records in the de-trending median. alpha: the p-value a
     period must beat. min_share: its least share of the variance; strong_share: share for an error.
     match_tolerance: relative distance to a known period that still matches it. short_share: the
-    least share of the variance of a cycle found in a short log (fewer than min_points records)."""
+    least share of the variance of a cycle found in a short log (fewer than min_points records).
+    fold_max: up to this many records, a log whose spectrum shows no period is also folded as a
+    short log is (a de-trending window as long as the log leaves too few cycles for a spectrum:
+    a 200-step run with a length-grouped mega-batch every 50 steps), when its cycle climbs at
+    least fold_min_climb (10 %: a wobble of a few percent in a stuck run is no batch order)."""
 
     name = "periodicity"
     title = "a significant periodic component (period in steps), against a red-noise null"
@@ -272,6 +276,8 @@ class Periodicity(Detector):
     strong_share: float = 0.2
     match_tolerance: float = 0.05
     short_share: float = 0.3
+    fold_max: int = 600
+    fold_min_climb: float = 0.1
 
     def explained(self, finding: Finding, findings: list[Finding]) -> bool:
         """A period at a ladder's own period (start to start, the median or that of consecutive
@@ -295,7 +301,9 @@ class Periodicity(Detector):
         spec = spectrum(grid, window)  # (frequencies, periodogram, de-trended grid), once
         found = self._scan(spec, spacing, window)
         if found is None:
-            return self._epoch_drops(series, epoch_len)
+            folded = self._short(series, v, steps) if len(v) <= self.fold_max else []
+            return self._epoch_drops(series, epoch_len) or [
+                f for f in folded if f.evidence["climb"] >= self.fold_min_climb]
         line, p, phi = found
         if within_print_rounding(v, spec[2], window):
             return self._epoch_drops(series, epoch_len)
@@ -318,8 +326,15 @@ class Periodicity(Detector):
                    "the schedule explains it, not the data")
         elif any(mm.startswith("epoch") for mm in matches):
             evidence["cause"] = "epoch"
-            severity = Severity.INFO
-            why = "at the epoch length: the loss drops at each epoch start (the model has seen the data)"
+            severity, why = Severity.INFO, ("at the epoch length: the loss drops at each epoch start "
+                                            "(the model has seen the data)")
+            steps_found = _epoch_steps(series, epoch_len)
+            if steps_found is not None and len(steps_found[1]) >= 2:
+                _, drops, _, noise = steps_found
+                evidence["drops"] = [round(d, 4) for d in drops]
+                evidence["within_epoch_noise"] = round(noise, 4)
+                severity, said = _sawtooth(drops, noise)
+                why = f"at the epoch length, {said}"
         else:
             evidence["cause"] = "data_order"
             severity = Severity.ERROR if fit.share >= self.strong_share else Severity.WARNING
@@ -337,7 +352,8 @@ class Periodicity(Detector):
                         evidence, series.segment, figures={"periodogram": figure})]
 
     def _short(self, series: Series, v: np.ndarray, steps: np.ndarray) -> list[Finding]:
-        """A pasted log too short for a spectrum (9 to min_points records): the de-trended
+        """A log too short for a spectrum (9 to min_points records, or to fold_max where the
+        spectrum found nothing): the de-trended
         records (log values, a quadratic trend) are folded at every cycle length of 3 to n/3
         records and each fold is a one-way ANOVA of the residual by phase; the best length must
         beat alpha after Bonferroni over the lengths tried, hold short_share of the variance, and
@@ -398,6 +414,13 @@ class Periodicity(Detector):
                     "cycle_peaks": [int(steps[k]) for k in peaks],
                     "cycle_top": float(v[peaks].max()), "method": "short-log folding",
                     "cause": "data_order", "matches": []}
+        lr_share = lr_explains(series, period)
+        if lr_share is not None:  # (a cyclic LR or restarts: the schedule, not the data)
+            severity = Severity.INFO
+            evidence.update(cause="lr_schedule", lr_share_at_period=lr_share)
+            summary = summary.rsplit("; data order", 1)[0] + (
+                "; the logged LR repeats with the same period (restarts or a cyclic schedule): "
+                "the schedule explains it, not the data")
         return [Finding(self.name, severity, series.metric, int(steps[0]), int(steps[-1]), summary,
                         evidence, series.segment)]
 
@@ -514,36 +537,20 @@ class Periodicity(Detector):
 
     def _epoch_drops(self, series: Series, epoch_len: float | None) -> list[Finding]:
         """The epoch staircase: the level drops at every epoch start and stays flat between."""
-        epoch = series.own("epoch") if epoch_len is not None else None
-        if epoch is None or epoch_len is None:
+        found = _epoch_steps(series, epoch_len)
+        if found is None:
             return []
-        v, steps = series.values, series.steps
-        per_epoch = len(v) / max(1.0, float(np.nanmax(epoch)))
-        whole = np.nan_to_num(epoch, nan=-1.0, copy=False)  # (in place: its own copy)
-        del epoch
-        whole += 1e-9
-        np.floor(whole, out=whole)
-        starts = np.flatnonzero((whole[1:] > whole[:-1]) & (whole[:-1] >= 0)) + 1
-        del whole
-        k = int(max(3, min(10, per_epoch // 4)))
-        drops, ps = [], []
-        for b in starts:
-            before, after = v[max(0, b - k):b], v[b:b + k]
-            if len(before) < 3 or len(after) < 3:
-                continue
-            drops.append(1 - float(np.median(after) / np.median(before)))
-            ps.append(rank_sum_p(before, after))
+        at, drops, ps, noise = found
         if len(drops) < 2 or not all(d >= 0.03 and p < 0.01 for d, p in zip(drops, ps, strict=True)):
             return []
-        at = [int(steps[b]) for b in starts][:len(drops)]
         listed = ", ".join(f"{-d:.0%} at {s}" for d, s in zip(drops, at, strict=True))
-        summary = (f"{series.metric} drops at each epoch start ({listed}) and stays flat between: "
-                   f"the model has memorised the data it saw (expected with several epochs; watch "
-                   f"the eval loss)")
-        evidence = {"period_steps": round(epoch_len, 2), "cause": "epoch", "epoch_starts": at,
+        severity, why = _sawtooth(drops, noise)
+        summary = f"{series.metric} drops at each epoch start ({listed}) and stays flat between: {why}"
+        evidence = {"period_steps": round(epoch_len or 0.0, 2), "cause": "epoch", "epoch_starts": at,
                     "drops": [round(d, 4) for d in drops], "p_values": [float(f"{p:.3g}") for p in ps],
+                    "within_epoch_noise": round(noise, 4),
                     "matches": [f"epoch length ({epoch_len:.0f} steps)"]}
-        return [Finding(self.name, Severity.INFO, series.metric, int(steps[0]), int(steps[-1]),
+        return [Finding(self.name, severity, series.metric, int(series.steps[0]), int(series.steps[-1]),
                         summary, evidence, series.segment)]
 
     def _epoch_length(self, series: Series) -> float | None:
@@ -572,3 +579,59 @@ class Periodicity(Detector):
             elif abs(period - epoch_len / 2) <= tol * epoch_len / 2:
                 out.append(f"epoch length / 2 ({epoch_len / 2:.0f} steps)")
         return out
+
+
+def _epoch_steps(series: Series, epoch_len: float | None
+                 ) -> tuple[list[int], list[float], list[float], float] | None:
+    """At each epoch start: its step, the loss's drop (1 - the median of the records after it
+    over the median of those before), the drop's rank-sum p; and the noise within epochs (the
+    robust spread of the log-loss's successive differences, boundaries left out, over sqrt 2).
+    None without an epoch column."""
+    epoch = series.own("epoch") if epoch_len is not None else None
+    if epoch is None:
+        return None
+    v, steps = series.values, series.steps
+    per_epoch = len(v) / max(1.0, float(np.nanmax(epoch)))
+    whole = np.nan_to_num(epoch, nan=-1.0, copy=False)  # (in place: its own copy)
+    del epoch
+    whole += 1e-9
+    np.floor(whole, out=whole)
+    starts = np.flatnonzero((whole[1:] > whole[:-1]) & (whole[:-1] >= 0)) + 1
+    del whole
+    k = int(max(3, min(10, per_epoch // 4)))
+    at, drops, ps = [], [], []
+    for b in starts:
+        before, after = v[max(0, b - k):b], v[b:b + k]
+        if len(before) < 3 or len(after) < 3:
+            continue
+        at.append(int(steps[b]))
+        drops.append(1 - float(np.median(after) / np.median(before)))
+        ps.append(rank_sum_p(before, after))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = np.diff(np.log(v))
+    inside = np.ones(len(d), dtype=bool)
+    inside[starts - 1] = False
+    d = d[inside & np.isfinite(d)]
+    noise = float(1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(2)) if len(d) else 0.0
+    return at, drops, ps, noise
+
+
+SAWTOOTH_NOISES = 5.0  # a drop this many times the within-epoch noise is a warning
+
+
+def _sawtooth(drops: list[float], noise: float) -> tuple[Severity, str]:
+    """A per-epoch sawtooth's severity and why: large against the noise within an epoch, the
+    model fits the repeated examples (memorises them) faster than it learns; small, it is
+    the ordinary gain of seeing the data again."""
+    typical = float(np.median(drops))
+    size = -np.log1p(-min(typical, 0.99))  # the drop on the log-loss, as the noise is taken
+    times = size / noise if noise > 0 else float("inf")
+    if times >= SAWTOOTH_NOISES:
+        return Severity.WARNING, (
+            f"each drop ({typical:.0%}) is {times:.0f}× the noise within an epoch: the model "
+            "memorises the examples it has seen (the train loss falls on repeated data, not "
+            "from learning); compare the eval loss, and shuffle or add data")
+    return Severity.INFO, (
+        f"each drop ({typical:.0%}) is {times:.1f}× the noise within an epoch: small, the "
+        "ordinary gain of seeing the data again (expected with several epochs)")
+
