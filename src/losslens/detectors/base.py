@@ -77,3 +77,14 @@ class Detector(ABC):
 def fmt_number(x: float) -> str:
     """A number as a finding's summary writes it (4 significant digits)."""
     return f"{x:.4g}"
+
+
+def fmt_times(ratio: float) -> str:
+    """A ratio as a summary writes it: '2.14×', or '1.7e+30×' for a blow-up."""
+    return f"{ratio:.2f}×" if abs(ratio) < 1e4 else f"{ratio:.2g}×"
+
+
+def fmt_change(rise: float) -> str:
+    """A relative change: '+35%', or '×1.7e+17' for a blow-up (a percentage of 20 digits helps
+    no one)."""
+    return f"{rise:+.0%}" if abs(rise) < 100 else f"×{1 + rise:.2g}"

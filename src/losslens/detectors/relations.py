@@ -43,3 +43,12 @@ def ladder_periods(f: Finding) -> list[float]:
     and that of episodes found one after the other, which is shorter where some episodes were
     missed (lost records, skipped rungs) or runs of climbs are separated by gaps."""
     return [p for p in (f.evidence.get("recurrence_steps"), f.evidence.get("consecutive_steps")) if p]
+
+
+def blows_up_into_nan(f: Finding, findings: list[Finding]) -> bool:
+    """``f`` (a spike or a rise) ends right where its series turns non-finite for good: it is
+    the blow-up of the values before the NaN, which the ``nonfinite`` finding reports (its last
+    finite value), not an event of its own."""
+    reach = max(1, (f.end_step - f.start_step) // 2 + 1)
+    return any(g.kind == "nonfinite" and same_series(f, g) and g.evidence.get("to_end")
+               and 0 < g.start_step - f.end_step <= reach for g in findings)

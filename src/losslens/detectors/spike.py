@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from losslens.detectors.base import Detector, Series, fmt_number
-from losslens.detectors.relations import at_cycle_peak, same_series, structures
+from losslens.detectors.base import Detector, Series, fmt_number, fmt_times
+from losslens.detectors.relations import at_cycle_peak, blows_up_into_nan, same_series, structures
 from losslens.detectors.stats import kept, rolling_median
 from losslens.findings import Finding, Severity, Skipped
 
@@ -44,7 +44,10 @@ class Spike(Detector):
     def explained(self, finding: Finding, findings: list[Finding]) -> bool:
         """A spike inside a ladder is a rung of it; inside a divergence it is part of the rise,
         unless it stands above the level the divergence ends at (the largest excursion of the
-        run); in a short log, a spike at a cycle's peak is that cycle."""
+        run); in a short log, a spike at a cycle's peak is that cycle; one that ends where the
+        loss turns NaN for good is the blow-up before it."""
+        if blows_up_into_nan(finding, findings):
+            return True
         if any(same_series(finding, g) and g.start_step <= finding.start_step <= g.end_step
                and (g.kind == "ladder" or finding.evidence["value"] <= g.evidence["end_level"])
                for g in findings if g.kind in ("ladder", "divergence")):
@@ -103,7 +106,7 @@ class Spike(Detector):
             after = v[g[-1] + 1:g[-1] + 1 + self.cluster]
             recovered = self._recovered(v, level, g)
             summary = (f"{series.metric} spikes to {fmt_number(v[top])} at step {int(steps[top])}, "
-                       f"{ratio:.2f}× the local level {fmt_number(level[top])} (z={z[top]:.0f})")
+                       f"{fmt_times(ratio)} the local level {fmt_number(level[top])} (z={z[top]:.0f})")
             summary += (f", {len(g)} spiking records" if len(g) > 1 else "")
             summary += ("; back to the level right after" if recovered else
                         "; not recovered by the end of the cluster" if len(after) else

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from losslens.detectors.base import Detector, Series, fmt_number
-from losslens.detectors.relations import ladder_periods, same_series, structures, top
+from losslens.detectors.base import Detector, Series, fmt_change, fmt_number
+from losslens.detectors.relations import blows_up_into_nan, ladder_periods, same_series, structures, top
 from losslens.detectors.stats import hinge_onset, lr_schedule, robust_scale, smooth, spearman
 from losslens.findings import Finding, Severity, Skipped, steps_text
 from losslens.logs.names import discriminator
@@ -38,7 +38,10 @@ class Divergence(Detector):
         """A rise that stays within what a ladder, the bands or a short log's cycles reach, from
         inside their stretch, is composition (an epoch's tail of one bucket, a ladder cut off by
         the end of the log), where "lower the LR" would be the wrong advice; so is a rise after a
-        ladder that lasts no longer than one of its climbs."""
+        ladder that lasts no longer than one of its climbs. A rise that ends where the loss turns
+        NaN for good is the blow-up the ``nonfinite`` finding reports."""
+        if blows_up_into_nan(finding, findings):
+            return True
         def explains(g: Finding) -> bool:
             t, period = top(g), max(ladder_periods(g), default=0.0)
             if t is None or finding.evidence["end_level"] > 1.25 * t or finding.start_step < g.start_step:
@@ -66,14 +69,15 @@ class Divergence(Detector):
         if rise < self.min_rise:
             return []
         rho = spearman(post)
-        jumped = None
-        if rho < self.min_rho:
-            # not a climb: a blow-up that jumps and stays up (falling back a little) is one too
-            jumped = self._jump(v, skip, turn, low, tail)
+        # a blow-up that jumps and stays up (falling back a little, or climbing on): the jump is
+        # the turn (a smoothed climb would place it records before, where the smoothing starts)
+        jumped = self._jump(v, skip, turn, low, tail)
+        if rho < self.min_rho or (jumped is not None and self._abrupt(v, jumped[0])):
             if jumped is None:
                 return []
             turn, t = jumped
         else:
+            jumped = None
             t = self.significance(v, s, skip, turn, tail)
             if t < self.min_t:
                 return []
@@ -86,11 +90,11 @@ class Divergence(Detector):
             evidence["jump"] = True
             summary = (f"{series.metric} jumps at step {int(steps[turn])} from its low "
                        f"{fmt_number(low)} to {fmt_number(float(v[turn]))} and stays up: "
-                       f"{fmt_number(tail)} at step {int(steps[-1])} ({rise:+.0%})")
+                       f"{fmt_number(tail)} at step {int(steps[-1])} ({fmt_change(rise)})")
         else:
             summary = (f"{series.metric} turns upward at step {int(steps[turn])} and rises "
-                       f"{rise:.0%} from its low ({fmt_number(low)} → {fmt_number(tail)}) to step "
-                       f"{int(steps[-1])}")
+                       f"{fmt_change(rise).lstrip('+')} from its low ({fmt_number(low)} → "
+                       f"{fmt_number(tail)}) to step {int(steps[-1])}")
         sched = lr_schedule(lr)
         if sched is not None and lr is not None:
             evidence.update(lr_at_turn=float(lr[min(turn, len(lr) - 1)]), warmup_seen=sched["warmup"],
@@ -148,6 +152,12 @@ class Divergence(Detector):
             return None  # it came back down: a spike or a bump, not a blow-up
         t = self._shift_t(v, skip, at, tail)
         return (at, t) if t >= 2 * self.min_t else None
+
+    def _abrupt(self, v: np.ndarray, at: int) -> bool:
+        """The record ``at`` stands 1 + 2·min_rise times above the median of the 10 before it: a
+        jump in one record, not a climb through it."""
+        before = v[max(0, at - 10):at]
+        return bool(len(before)) and float(v[at]) >= (1 + 2 * self.min_rise) * float(np.median(before))
 
     @staticmethod
     def _shift_t(v: np.ndarray, skip: int, at: int, tail: float) -> float:
