@@ -362,14 +362,16 @@ def _ordered(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def from_arrays(steps: np.ndarray, source: str = "<arrays>", *, evals: dict[str, np.ndarray] | None = None,
-                **metrics: np.ndarray) -> LogData:
+                **metrics: np.ndarray | list[float | None]) -> LogData:
     """A LogData built from arrays (one record per step): for synthetic curves and notebooks.
+    A metric given as a list may hold None where a record lacks it (NaN is a logged NaN).
     ``evals``: eval records, their "step" and their metrics ('eval_loss', ...), numbered as
     lines after the training records."""
     n = len(steps)
     cols: dict[str, object] = {"step": np.asarray(steps, dtype=np.int64),
                                "line": np.arange(1, n + 1, dtype=np.int64)}
-    cols.update({k: np.asarray(v, dtype=np.float64) for k, v in metrics.items()})
+    cols.update({k: pl.Series(k, v, dtype=pl.Float64, strict=False) if isinstance(v, list)
+                 else np.asarray(v, dtype=np.float64) for k, v in metrics.items()})
     sink = Sink(frames=[pl.DataFrame(cols)], names={k: k for k in metrics})
     if evals:
         m = len(evals["step"])
