@@ -870,6 +870,10 @@ def replay(
     lhotse_buffer: Annotated[int, typer.Option("--lhotse-buffer", help="Lhotse's buffer_size.")] = 20_000,
     bucket_shuffle: Annotated[bool, typer.Option(
         "--bucket-shuffle", help="Lhotse's shuffle=True: the order inside a bucket is random.")] = False,
+    loader_draws: Annotated[int, typer.Option(
+        "--loader-draws", help="hf-group-by-length: draws torch's DataLoader makes from the global "
+        "generator before each epoch's permutation (1: the HF Trainer; 0: the sampler iterated "
+        "alone).")] = 1,
     max_seq_len: Annotated[int, typer.Option("--max-seq-len", help="Longer samples are counted truncated "
                                              "to this.")] = 8192,
     bs_from: Annotated[BsFrom, typer.Option("--bs-from", help="Batch size per bucket from budget // "
@@ -888,7 +892,9 @@ def replay(
                                         "dataset.")] = "seq_len",
     log: Annotated[str | None, typer.Option("--log", help="Correlate the loss of this log with "
                                             "the replayed batch composition.")] = None,
-    step_offset: Annotated[int, typer.Option("--step-offset", help="Logged step of replayed step 0.")] = 0,
+    step_offset: Annotated[int | None, typer.Option(
+        "--step-offset", help="Logged step of replayed step 0 (default: 1 for the HF Trainer's logs, "
+        "which count from 1; else 0).")] = None,
     allow_misalignment: Annotated[bool, typer.Option(
         "--allow-misalignment", help="Correlate even when the log's steps (per epoch, or in all) do not "
         "match the replay's; the report then carries the mismatch as a warning.")] = False,
@@ -928,7 +934,7 @@ def replay(
             strategy=strategy.value if isinstance(strategy, Enum) else str(strategy), seed=seed,
             epochs=epochs, grad_accum=grad_accum, world_size=world_size,
             per_device_batch=per_device_batch, batch_multiple=batch_multiple, lhotse_buckets=lhotse_buckets,
-            lhotse_buffer=lhotse_buffer, bucket_shuffle=bucket_shuffle, log=log,
+            lhotse_buffer=lhotse_buffer, bucket_shuffle=bucket_shuffle, loader_draws=loader_draws, log=log,
             step_offset=step_offset, allow_misalignment=allow_misalignment,
             logged_loss=str(logged_loss.value), order_free=order_free, null_seeds=null_seeds,
             compare=compare,

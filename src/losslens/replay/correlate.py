@@ -23,6 +23,7 @@ from losslens.replay.fed import (
     in_long_runs,
     logged_view,
     logged_words,
+    not_found,
     verdict,
     window_of,
 )
@@ -69,6 +70,7 @@ def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch
     ratio = bool(np.nanmin(y) > 0 and np.nanmin(trend) > 0)  # detrend's own choice
     k_log = window_of(idx, logged_loss)
     rho = spearman(r, logged_view(mean_len, idx, k_log))
+    _nearby(r, idx, mean_len, k_log, rho, offset, alignment)
     levels = {int(k): round(float(np.median(r[bucket[idx] == k])), 4) for k in np.unique(bucket[idx])}
     events = idx[event_positions(y)]  # replayed steps of ladder peaks and spikes
     in_runs = in_long_runs(bucket, events, run_k)
@@ -91,8 +93,39 @@ def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch
     out = dependence(int(ok.sum()), rho, null, levels, ratio, len(events), in_runs, null_runs, run_k,
                      {"null_seeds": null_seeds, "alignment": alignment})
     out["logged_loss"] = logged_words(k_log)
-    out["verdict"] = seed_specific(r, logged_view(mean_len, idx, k_log), np.asarray(others))
+    v = seed_specific(r, logged_view(mean_len, idx, k_log), np.asarray(others))
+    if v["dependence"] is False:  # no seed's order is proven the run's: "no" cannot be said
+        v = not_found(v["p_value"], "sampler", v["tests"], v["tests"]["seed_specific"]["null"], alignment,
+                      f"seed {seed} is not verified as the run's (a wrong seed, or an RNG state "
+                      f"the emulation misses, shows no dependence either): record what the run "
+                      f"fed (LossLensCallback(record=...)) and replay it with --batches")
+    elif alignment.get("warning") and v["dependence"] is None:
+        v["reason"] = f"the steps disagree: {alignment['warning']}; {v.get('reason', '')}"
+    for name in ("seed_specific", "step_to_step"):
+        v["tests"].get(name, {}).pop("null", None)
+    out["verdict"] = v
     return out
+
+
+def _nearby(r: np.ndarray, idx: np.ndarray, mean_len: np.ndarray, k_log: int, rho: float, offset: int,
+            alignment: dict) -> None:
+    """The loss against the replayed lengths at the step offsets nearby (a 0- or 1-based count,
+    a shifted log): their correlations go into ``alignment``, and one that lines up clearly
+    better than the offset used (its Fisher z higher by 3 standard errors) is a warning there:
+    the steps disagree, never silently."""
+    near = {}
+    for d in (-2, -1, 1, 2):
+        j = idx + d
+        ok = (j >= 0) & (j < len(mean_len))
+        if ok.sum() >= 10:
+            near[offset - d] = round(float(spearman(r[ok], logged_view(mean_len, j[ok], k_log))), 4)
+    alignment["rho_at_offsets"] = {offset: round(float(rho), 4), **near}
+    best = max(near, key=lambda o: abs(near[o]), default=None)
+    z = np.arctanh(np.clip(np.abs([rho, near[best] if best is not None else 0.0]), 0.0, 0.999999))
+    if best is not None and z[1] - z[0] >= 3 / np.sqrt(max(1, len(idx) - 3)):
+        message = (f"the loss lines up with the replay at --step-offset {best} (ρ={near[best]:+.2f}), "
+                   f"not at {offset} (ρ={rho:+.2f}): a 0- or 1-based step count, or a shifted log")
+        alignment["warning"] = "; ".join(filter(None, [alignment.get("warning"), message]))
 
 
 def seed_tables(strategy: str, lengths: torch.Tensor, plan: Plan, seeds: list[int], epochs: int
@@ -137,8 +170,7 @@ def _fixed_order(steps: np.ndarray, loss: np.ndarray, mean_len: np.ndarray, buck
     out["alignment"] = alignment
     out["null"] = (f"{shifts} circular shifts of the replayed order (every seed of this sampler feeds "
                    "the same order)")
-    v = out["verdict"]
-    out["verdict"] = verdict(v["dependence"], v["p_value"], "sampler", v["tests"], v.get("reason"))
+    out["verdict"] = {**out["verdict"], "method": "sampler"}
     return out
 
 
@@ -152,10 +184,14 @@ def _beyond(r: np.ndarray, shape: np.ndarray) -> np.ndarray:
 def seed_specific(r: np.ndarray, observed: np.ndarray, others: np.ndarray, alpha: float = 0.01) -> dict:
     """The verdict of a sampler replay: does the loss follow *this seed's* batch lengths beyond the
     shape every seed of the sampler shares (a length-grouped sampler's sawtooth has the same phase
-    for every seed, so a plain correlation cannot tell this order from any other)? The shared shape
-    (the mean over all seeds) is fitted out of the loss; what is left is rank-correlated with each
-    seed's lengths ranked among all seeds step by step; the seed under test against the others is
-    a permutation test (all seeds are exchangeable when the loss ignores the order)."""
+    for every seed, so a plain correlation cannot tell this order from any other)? Two statistics,
+    each computed for every seed: the loss with the shared shape (the mean over all seeds) fitted
+    out, rank-correlated with the seed's lengths ranked among all seeds step by step (``level``);
+    and the loss's step-to-step changes rank-correlated with the seed's (``step_to_step``: where
+    seeds share the shape they differ at its edges, the steps where a grouped sampler moves from
+    one length to the next, and there the right order's changes line up with the loss's). The
+    seed under test against the others is a permutation test on the larger of its two ranks
+    among the seeds (all seeds are exchangeable when the loss ignores the order)."""
     k = len(others)
     rows = np.vstack([observed[None, :], others])  # row 0: the seed under test
     shape = rows.mean(0)
@@ -163,15 +199,27 @@ def seed_specific(r: np.ndarray, observed: np.ndarray, others: np.ndarray, alpha
     # step, whatever the sampler's shape, skew or spread there
     u = ranks(np.ascontiguousarray(rows.T)).T
     stats = spearman_rows(_beyond(r, shape), u)
+    steps = spearman_rows(np.diff(r), np.diff(rows, axis=1)) if len(r) > 3 else np.zeros(k + 1)
     spec, null = float(stats[0]), stats[1:]
-    p = (1 + sum(abs(x) >= abs(spec) for x in null)) / (1 + k)
+    p_level = (1 + sum(abs(x) >= abs(spec) for x in null)) / (1 + k)
+    p_steps = (1 + sum(abs(x) >= abs(steps[0]) for x in steps[1:])) / (1 + k)
     shared = spearman(r, shape)
     spread = float(np.std(rows - shape))
-    tests = {"seed_specific": {"rho": round(spec, 4), "p_value": p,
-                               "null_rho_abs_95": round(float(np.quantile(np.abs(null), 0.95)), 4)},
-             "shared_shape": {"rho": round(shared, 4),
-                              "share_of_length_variance": round(1 - spread ** 2 / max(float(np.var(observed)),
-                                                                                      1e-12), 4)}}
+    share = 1 - spread ** 2 / max(float(np.var(observed)), 1e-12)
+    tests = {"seed_specific": {"rho": round(spec, 4), "p_value": p_level,
+                               "null_rho_abs_95": round(float(np.quantile(np.abs(null), 0.95)), 4),
+                               "null": [float(x) for x in null]},
+             "step_to_step": {"rho": round(float(steps[0]), 4), "p_value": p_steps,
+                              "null": [float(x) for x in steps[1:]]},
+             "shared_shape": {"rho": round(shared, 4), "share_of_length_variance": round(share, 4)}}
+    # one test, chosen by the sampler's sequences alone (not by the loss): where at most steps
+    # every seed feeds the same lengths (a grouped sampler over a few distinct lengths), the seeds
+    # differ only at the edges between them, and the step-to-step test is the one that sees them
+    same = float(np.mean(np.all(rows == rows[:1], axis=0)))
+    edges = same >= 0.5
+    tests["step_to_step" if edges else "seed_specific"]["tested"] = True
+    tests["shared_shape"]["steps_every_seed_feeds_alike"] = round(same, 4)
+    p = p_steps if edges else p_level
     if spread < 1e-9:
         return verdict(None, None, "sampler", tests, "every seed of this sampler feeds the same "
                        "lengths per step: the order cannot be told from another seed's")

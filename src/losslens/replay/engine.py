@@ -91,7 +91,7 @@ def replay(lengths: np.ndarray, plan: Plan, strategy: str = "bucketed-shuffle", 
     a log, a step mismatch between log and replay is refused (UsageError) before the heavy work,
     unless ``allow_misalignment``."""
     dev = pick_device(device)
-    lens = torch.from_numpy(np.minimum(lengths, plan.max_seq_len)).to(dev)
+    lens = torch.from_numpy(np.asarray(lengths)).to(dev)  # (build_epochs truncates where it counts)
     names = list(STRATEGIES) if compare else [strategy]
     entries, chosen = [], None
     for i, name in enumerate(names):
@@ -113,8 +113,9 @@ def replay(lengths: np.ndarray, plan: Plan, strategy: str = "bucketed-shuffle", 
                     "strategies": entries}
     notes = []
     if (over := int((lengths > plan.max_seq_len).sum())):
-        notes.append(f"{over:,} samples are longer than --max-seq-len {plan.max_seq_len} and are "
-                     "counted truncated to it")
+        notes.append(f"{over:,} samples are longer than --max-seq-len {plan.max_seq_len}: counted "
+                     "truncated to it in the batches' lengths; the framework samplers order them by "
+                     "their full lengths, as the frameworks do")
     if (alone := int((np.minimum(lengths, plan.max_seq_len) > plan.token_budget).sum())):
         notes.append(f"{alone:,} samples alone exceed the token budget {plan.token_budget}: each "
                      "forms a batch of one, over budget")

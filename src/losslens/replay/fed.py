@@ -233,7 +233,8 @@ def correlate_fed(steps: np.ndarray, loss: np.ndarray, fed: Fed, offset: int = 0
                       "logged_loss": logged_words(k_log),
                       "null": f"{shifts} circular shifts of the fed sequence", "null_seeds": shifts})
     tests = {"circular_shift": {"rho": out["rho"], "p_value": out["p_value"]}}
-    out["verdict"] = verdict(out["p_value"] <= 0.01, out["p_value"], "batches", tests)
+    out["verdict"] = (verdict(True, out["p_value"], "batches", tests) if out["p_value"] <= 0.01
+                      else not_found(out["p_value"], "batches", tests, null, alignment))
     return out
 
 
@@ -262,15 +263,43 @@ def dependence(aligned: int, rho: float, null: list[float], levels: dict, ratio:
 
 
 def verdict(dependence: bool | None, p: float | None, method: str, tests: dict,
-            reason: str | None = None) -> dict:
+            reason: str | None = None, detectable_rho: float | None = None) -> dict:
     """What a replay concludes: ``dependence`` true (the loss follows the batches), false (no
-    dependence found) or null (the data cannot tell, ``reason`` says why); the p-value that carried
-    it; ``method``: "batches" (what the run fed), "sampler" (an emulated sampler's order) or
-    "order-free"; and the tests behind it."""
+    dependence found, where the test could have seen one of ``detectable_rho``) or null (the data
+    cannot tell, ``reason`` says why); the p-value that carried it; ``method``: "batches" (what
+    the run fed), "sampler" (an emulated sampler's order) or "order-free"; and the tests behind
+    it."""
     out: dict = {"dependence": dependence, "p_value": p, "method": method, "tests": tests}
     if reason:
         out["reason"] = reason
+    if detectable_rho is not None:
+        out["detectable_rho"] = round(detectable_rho, 3)
     return out
+
+
+DETECTABLE_RHO = 0.3  # a "no" needs a test that would have seen a dependence of |ρ| this size
+
+
+def not_found(p: float, method: str, tests: dict, null: list[float], alignment: dict | None,
+              unverified: str | None = None) -> dict:
+    """The verdict where a test found no dependence (p above 0.01): ``false`` only where it could
+    have seen one, stated as ``detectable_rho`` (the |ρ| at which its null is passed at 0.01), at
+    most DETECTABLE_RHO; else ``null`` with the reasons, the disagreeing steps first: steps that
+    do not line up, an order whose seed nothing verified (``unverified``), a test too weak for
+    the steps it had."""
+    detectable = float(np.quantile(np.abs(null), 0.99)) if len(null) else None
+    reasons = []
+    if alignment and alignment.get("warning"):
+        reasons.append(f"the steps disagree: {alignment['warning']}")
+    if unverified:
+        reasons.append(unverified)
+    if detectable is None or detectable > DETECTABLE_RHO:
+        seen = "" if detectable is None else f" |ρ| >= {detectable:.2f}"
+        reasons.append(f"too few aligned steps for a no: the test could only have seen{seen} "
+                       f"(a no needs {DETECTABLE_RHO})")
+    if reasons:
+        return verdict(None, p, method, tests, "; ".join(reasons), detectable)
+    return verdict(False, p, method, tests, detectable_rho=detectable)
 
 
 def attribute(findings: list, correlation: dict, decided: dict, alpha: float = 0.01) -> list:

@@ -123,24 +123,29 @@ def band_runs(high: np.ndarray, predicted: list[np.ndarray]) -> dict | None:
             "top_band_share": round(share, 4)}
 
 
-def smear(bucket: np.ndarray, k: int) -> dict:
-    """How pure the logged windows are: each logged value covers ``k`` steps; the mean share of a
-    window's steps in its majority bucket (1: every logged value is one bucket's)."""
-    n = len(bucket) // k
+def smear(bucket: np.ndarray, k: int, per_step: int = 1) -> dict:
+    """How pure the logged windows are: each logged value covers ``k`` optimizer steps of
+    ``per_step`` micro-batches each (``bucket``: each micro-batch's, in feed order; or each
+    step's with ``per_step`` 1); the mean share of a window's micro-batches in its majority
+    bucket (1: every logged value is one bucket's)."""
+    m = k * per_step
+    n = len(bucket) // m
+    out: dict = {"steps_per_logged_value": k, "micro_batches_per_logged_value": m, "purity": None}
     if n == 0:
-        return {"steps_per_logged_value": k, "purity": None}
-    windows = bucket[: n * k].reshape(n, k)
+        return out
+    windows = bucket[: n * m].reshape(n, m)
     counts = np.stack([(windows == b).sum(1) for b in np.unique(bucket)], 1)
-    purity = float((counts.max(1) / k).mean())
-    return {"steps_per_logged_value": k, "purity": round(purity, 4)}
+    out["purity"] = round(float((counts.max(1) / m).mean()), 4)
+    return out
 
 
 def order_free(steps: np.ndarray, loss: np.ndarray, bands: list[float] | None,
                step_share: list[float], period: float | None, bucket: np.ndarray, k_log: int,
-               alpha: float = 0.01) -> dict:
+               alpha: float = 0.01, micro: np.ndarray | None = None, per_step: int = 1) -> dict:
     """The order-free verdict: the tests that can run, their p-values, and the smallest
-    (Bonferroni) as the verdict's."""
-    tests: dict = {"smear": smear(bucket, k_log)}
+    (Bonferroni) as the verdict's. ``micro``: each micro-batch's bucket in feed order, ``per_step``
+    of them a step (the smear counts them; else each step's bucket, ``bucket``)."""
+    tests: dict = {"smear": smear(bucket, k_log) if micro is None else smear(micro, k_log, per_step)}
     ps = []
     if bands:
         band = band_match(bands, step_share)
@@ -156,13 +161,15 @@ def order_free(steps: np.ndarray, loss: np.ndarray, bands: list[float] | None,
     smeared = purity is not None and purity < MIN_PURITY
     if not ps:
         reason = ("the loss has no bands and the strategy no period to test" if not smeared else
-                  f"each logged value averages {k_log} steps and only {purity:.0%} of a window is one "
-                  "bucket on average: the logged loss cannot show per-bucket levels")
+                  f"each logged value averages {tests['smear']['micro_batches_per_logged_value']} "
+                  f"micro-batches and only {purity:.0%} of a window is one bucket on average: the "
+                  "logged loss cannot show per-bucket levels")
         return verdict(None, None, "order-free", tests, reason)
     p = min(1.0, min(ps) * len(ps))
     if p <= alpha:
         return verdict(True, p, "order-free", tests)
     if smeared:
-        return verdict(None, p, "order-free", tests, f"each logged value averages {k_log} steps "
-                       f"(window purity {purity:.0%}): the bands a dependence would make are smeared out")
+        return verdict(None, p, "order-free", tests, f"each logged value averages "
+                       f"{tests['smear']['micro_batches_per_logged_value']} micro-batches (window purity "
+                       f"{purity:.0%}): the bands a dependence would make are smeared out")
     return verdict(False, p, "order-free", tests)

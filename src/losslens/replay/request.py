@@ -4,6 +4,7 @@ after the request has been found sound: a bad option costs one line, not a torch
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -56,7 +57,7 @@ class ReplayRequest:
     lhotse_buffer: int = 20_000  # Lhotse's buffer_size
     bucket_shuffle: bool = False  # Lhotse's shuffle
     log: str | None = None
-    step_offset: int = 0
+    step_offset: int | None = None  # None: from the log's format (the HF Trainer counts from 1)
     allow_misalignment: bool = False  # correlate even when log and replay steps do not line up
     logged_loss: str = "mean"  # each logged loss: the mean over the logging interval, or the step's own
     order_free: bool = False  # the run's order is unknown: test what the strategy predicts in distribution
@@ -65,6 +66,7 @@ class ReplayRequest:
     optimize_bounds: int | None = None
     device: str = "auto"
     page: bool = False  # the post-mortem page's data (needs log)
+    loader_draws: int = 1  # the DataLoader's draws before each epoch's permutation (HF grouped)
 
     @property
     def plan(self):
@@ -73,7 +75,7 @@ class ReplayRequest:
 
         return Plan(self.bounds, self.token_budget, self.max_batch_size, self.max_seq_len, self.bs_from,
                     self.grad_accum, self.world_size, self.per_device_batch, self.batch_multiple,
-                    self.lhotse_buckets, self.lhotse_buffer, self.bucket_shuffle)
+                    self.lhotse_buckets, self.lhotse_buffer, self.bucket_shuffle, self.loader_draws)
 
     def __post_init__(self) -> None:
         b = self.bounds
@@ -168,6 +170,15 @@ def _attributed(data: LogData, summary: dict[str, Any]) -> Report:
     return dataclasses.replace(report, findings=found)
 
 
+def _step_offset(given: int | None, fmt: str) -> tuple[int, str]:
+    """The logged step of replayed step 0, and why: as given, else from the log's format."""
+    if given is not None:
+        return given, "as given (--step-offset)"
+    if fmt in ("hf", "trainer-state"):
+        return 1, "the HF Trainer logs its first optimizer step as step 1 (--step-offset sets another)"
+    return 0, "the log's step 0 is the first optimizer step (--step-offset sets another)"
+
+
 def run(request: ReplayRequest, progress: Progress | None = None) -> ReplayReport:
     """Replay ``request``: rebuild the batches, compare or optimise when asked, and with a log,
     correlate its loss with the replayed composition and attribute its findings."""
@@ -183,12 +194,17 @@ def run(request: ReplayRequest, progress: Progress | None = None) -> ReplayRepor
                          f"samples, over the {MAX_REPLAYED:,} that fit in memory (~8 GB): replay fewer "
                          "epochs (the statistics settle within a few)")
     data = steps = loss = epoch = None
+    offset_why = None
     if r.log is not None:
         data, steps, loss, epoch = _loss_of(r.log)
+        offset, offset_why = _step_offset(r.step_offset, data.format)
+        r = dataclasses.replace(r, step_offset=offset)
     plan = r.plan
     summary, eps = replay(lens, plan, r.strategy, r.seed, r.epochs, r.device, r.compare,
-                          r.optimize_bounds, None if r.order_free else steps, loss, r.step_offset,
+                          r.optimize_bounds, None if r.order_free else steps, loss, r.step_offset or 0,
                           r.null_seeds, progress, epoch, r.allow_misalignment, r.logged_loss)
+    if offset_why is not None:
+        summary["step_offset"] = {"value": r.step_offset, "why": offset_why}
     analysed = step_bucket = None
     if data is not None and r.order_free:
         assert steps is not None and loss is not None
@@ -219,7 +235,7 @@ def _order_free(r: ReplayRequest, data: LogData, steps: np.ndarray, loss: np.nda
 
     plan = r.plan
     _, bucket = step_table(eps, plan)
-    logged = steps.astype(np.int64) - r.step_offset
+    logged = steps.astype(np.int64) - (r.step_offset or 0)
     summary["alignment"] = check_alignment(logged, epoch, len(bucket), r.epochs,
                                            sum(e.n for e in eps) / r.epochs, plan.per_step,
                                            r.allow_misalignment)
@@ -233,8 +249,11 @@ def _order_free(r: ReplayRequest, data: LogData, steps: np.ndarray, loss: np.nda
     share = (np.bincount(bucket, minlength=len(plan.bounds) - 1) / max(1, len(bucket))).tolist()
     ok = np.isfinite(loss)
     summary["order_free"] = {"bucket_step_share": [round(x, 4) for x in share], "period_steps": period}
+    import torch
+
+    micro = torch.cat([e.bucket for e in eps]).cpu().numpy()  # each micro-batch's, in feed order
     summary["verdict"] = order_free(logged[ok], loss[ok], bands, share, period, bucket,
-                                    window_of(logged, r.logged_loss))
+                                    window_of(logged, r.logged_loss), micro=micro, per_step=plan.per_step)
     band = summary["verdict"]["tests"].get("band_weights")
     if band:
         runs = _band_runs(r, logged[ok], loss[ok], band, lens, len(bucket))
@@ -261,7 +280,7 @@ def _band_runs(r: ReplayRequest, logged: np.ndarray, loss: np.ndarray, band: dic
     from losslens.replay.orderfree import band_runs
 
     plan = r.plan
-    lens = torch.from_numpy(np.minimum(lengths, plan.max_seq_len))
+    lens = torch.from_numpy(np.asarray(lengths))  # (build_epochs truncates where it counts)
     resid, _ = detrend(loss, 201)
     high = resid > np.quantile(resid, 1 - band["band_shares"][-1])
     top = band["bucket_groups"][-1]
@@ -283,6 +302,9 @@ def _fed(r: ReplayRequest) -> ReplayReport:
     assert r.batches is not None and r.log is not None
     fed = load_fed(r.batches, r.bounds)
     data, steps, loss, _ = _loss_of(r.log)
+    if r.step_offset is None:  # (a record numbers its steps as the run logs them)
+        r = dataclasses.replace(r, step_offset=0)
+    assert r.step_offset is not None
     summary: dict[str, Any] = {
         "schema": SCHEMA, "mode": "fed", "exactness": "exact: the batches the run recorded",
         "batches": r.batches, "steps_recorded": int(len(fed.steps)), "bounds": list(r.bounds),

@@ -25,8 +25,10 @@ EXACTNESS = {
     "bucketed-shuffle": "statistical (shuffle within buckets, pack, shuffle all batches)",
     "stride-interleave": ("bucket sequence exact (deterministic largest-deficit interleave); "
                           "composition statistical"),
-    "hf-group-by-length": ("exact (transformers LengthGroupedSampler + accelerate sharding) when torch's "
-                           "global RNG held the seed when the first epoch was drawn; else statistical"),
+    "hf-group-by-length": ("exact (transformers LengthGroupedSampler + accelerate sharding, after the "
+                           "DataLoader's draw of its base seed) when torch's global RNG held the "
+                           "seed when the first epoch was drawn and training draws nothing from it "
+                           "(no dropout on the CPU generator) before later epochs; else statistical"),
     "hf-random": "exact (accelerate SeedableRandomSampler, seed + epoch; the HF Trainer's default)",
     "torch-distributed": "exact (torch DistributedSampler, seed + epoch, set_epoch called each epoch)",
     "fairseq": ("exact (fairseq batch_by_size, frozen batches, numpy_seed(seed + epoch) batch "
@@ -53,6 +55,9 @@ class Plan:
     lhotse_buckets: int = 10  # Lhotse's num_buckets (equal-duration bins)
     lhotse_buffer: int = 20_000  # Lhotse's buffer_size
     bucket_shuffle: bool = False  # Lhotse's shuffle: the order inside a bucket is random
+    # int64 draws torch's DataLoader makes from the global generator before each epoch's
+    # permutation (its iterator's base seed): 1 for the HF Trainer, 0 for the sampler alone
+    loader_draws: int = 1
 
     @property
     def device_batch(self) -> int:
@@ -236,10 +241,12 @@ def _sequence(lengths: torch.Tensor, plan: Plan, order: np.ndarray, sizes: np.nd
     return _from_groups(lengths, torch.from_numpy(order).to(dev), batch_id, n_b, plan, None, samples)
 
 
-def _framework(strategy: str, lengths: torch.Tensor, plan: Plan, seed: int, epochs: int, samples: bool = True
-               ) -> list[Epoch]:
-    """The epochs a real framework's sampler makes (``frameworks``), as Epochs."""
-    lens = lengths.cpu().numpy()
+def _framework(strategy: str, lengths: torch.Tensor, plan: Plan, seed: int, epochs: int, samples: bool = True,
+               seen: torch.Tensor | None = None) -> list[Epoch]:
+    """The epochs a real framework's sampler makes (``frameworks``), as Epochs. ``seen``: the
+    lengths the sampler orders by (the samples' full lengths: a sampler sorts and packs before
+    any truncation), ``lengths`` those the batches are measured with."""
+    lens = (seen if seen is not None else lengths).cpu().numpy()
     n, bs, world = len(lens), plan.device_batch, plan.world_size
     out = []
     if strategy == "fairseq":
@@ -255,6 +262,8 @@ def _framework(strategy: str, lengths: torch.Tensor, plan: Plan, seed: int, epoc
     gen = _gen(seed)  # the grouped sampler draws epoch after epoch from one generator
     for e in range(epochs):
         if strategy == "hf-group-by-length":
+            for _ in range(plan.loader_draws):  # the DataLoader's base seed, drawn first
+                torch.empty((), dtype=torch.int64).random_(generator=gen)
             seq = frameworks.shard_even(frameworks.hf_grouped_indices(lens, bs * plan.grad_accum, gen),
                                         bs, world)
         elif strategy == "hf-random":
@@ -270,12 +279,12 @@ def build_epochs(strategy: str, lengths: torch.Tensor, plan: Plan, seed: int, ep
     """The batches of ``epochs`` epochs in feed order (epoch e uses seed + e, or the framework's
     own rule: see ``frameworks``). ``samples=False``: the per-batch tables only (the same
     batches; ``Epoch.samples`` and ``offsets`` empty), for a Monte-Carlo over seeds."""
-    lengths = lengths.clamp(max=plan.max_seq_len)
+    seen, lengths = lengths, lengths.clamp(max=plan.max_seq_len)
     if strategy == "static-sorted":
         s = Sorted(lengths, plan)
         return [s.epoch(seed + e, samples) for e in range(epochs)]
-    if strategy in frameworks.FRAMEWORKS:
-        return _framework(strategy, lengths, plan, seed, epochs, samples)
+    if strategy in frameworks.FRAMEWORKS:  # (ordered by the lengths the sampler saw)
+        return _framework(strategy, lengths, plan, seed, epochs, samples, seen)
     out = []
     for e in range(epochs):
         if strategy == "random":

@@ -300,5 +300,5 @@ def replay_page(result: ReplayReport) -> str:
     under the loss and the loss level per bucket."""
     assert result.analysed is not None and result.data is not None and result.step_bucket is not None
     steps = result.bucket_steps if result.bucket_steps is not None else \
-        np.arange(len(result.step_bucket)) + result.request.step_offset
+        np.arange(len(result.step_bucket)) + (result.request.step_offset or 0)
     return render(result.analysed, result.data, steps, result.step_bucket, result.summary["correlation"])

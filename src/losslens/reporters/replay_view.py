@@ -76,9 +76,11 @@ def verdict_line(r: dict[str, Any]) -> Text:
                     "batch_composition", style="bold red")
     if v["dependence"] is None:
         return Text(f"verdict: the data cannot tell ({how}): {v.get('reason', '')}", style="yellow")
-    return Text(f"verdict: no dependence found (p={v['p_value']:.2g}; {how}): the loss does not follow "
-                "this order — not proof that batches do not matter (see README: what it can and cannot "
-                "mean)", style="green")
+    seen = (f"; a dependence of |ρ| >= {v['detectable_rho']:.2f} would have shown"
+            if v.get("detectable_rho") is not None else "")
+    return Text(f"verdict: no dependence found (p={v['p_value']:.2g}; {how}{seen}): the loss does not "
+                "follow this order — not proof that batches do not matter (see docs/replay.md: what it "
+                "can and cannot mean)", style="green")
 
 
 def _correlation(r: dict[str, Any]) -> list[Any]:

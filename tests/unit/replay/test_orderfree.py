@@ -118,3 +118,15 @@ def test_the_order_free_view_shows_its_alignment_warning() -> None:
         console.print(part)
     assert "alignment: the log reaches step 6,255 but the replay has 5,495 steps (tested anyway: " \
         "--allow-misalignment)" in console.export_text()
+
+
+def test_the_smear_counts_the_micro_batches_of_each_step() -> None:
+    """Four micro-batches a step, two of bucket 0 and two of bucket 1, logged every step: each
+    step's bucket (its longest batch's) is 1, but each logged value averages both buckets."""
+    from losslens.replay.orderfree import smear
+
+    micro = np.tile([0, 1, 0, 1], 50)
+    per_step = np.ones(50, dtype=int)  # the bucket of each step's longest micro-batch
+    assert smear(per_step, 1)["purity"] == 1.0
+    s = smear(micro, 1, per_step=4)
+    assert s["micro_batches_per_logged_value"] == 4 and s["purity"] == 0.5

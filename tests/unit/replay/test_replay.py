@@ -208,9 +208,25 @@ def test_replay_notes_truncated_and_over_budget_samples() -> None:
     lens = np.array([100, 9000, 20000, 3000, 50])
     report, _ = replay(lens, Plan((0, 1000, 8193), token_budget=2048, max_batch_size=8))
     assert report["notes"] == [
-        "2 samples are longer than --max-seq-len 8192 and are counted truncated to it",
+        "2 samples are longer than --max-seq-len 8192: counted truncated to it in the batches' "
+        "lengths; the framework samplers order them by their full lengths, as the frameworks do",
         "3 samples alone exceed the token budget 2048: each forms a batch of one, over budget"]
     assert "notes" not in replay(np.array([100, 200]), Plan((0, 1000, 8193)))[0]
+
+
+def test_lengths_over_max_seq_len_never_change_a_framework_sampler_order() -> None:
+    """HF's grouped sampler sorts by the samples' full lengths: truncating them first would tie
+    the long ones and reorder them."""
+    import torch
+
+    from losslens.replay.strategies import build_epochs
+
+    rng = np.random.default_rng(3)
+    lens = torch.from_numpy(rng.integers(100, 20_000, 4000))
+    orders = [build_epochs("hf-group-by-length", lens, Plan((0, 1000, m + 1), max_seq_len=m,
+                                                              per_device_batch=8), 42, 1)[0].samples
+              for m in (8192, 30_000)]
+    assert orders[0].tolist() == orders[1].tolist()
 
 
 def test_hash_keys_give_permutations_and_are_deterministic() -> None:
