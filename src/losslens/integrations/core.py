@@ -91,12 +91,16 @@ def _as_list(x: Any) -> list[Any]:
 
 class LiveCheck:
     """The detectors run on what the trainer logs, as it logs it. A non-finite value is judged
-    at once; the whole set of detectors runs when its time so far stays under ``budget`` of the
-    run's (so that it costs at most that share of the training), and once more at the end.
+    at once; the whole set of detectors runs when its time so far and the next run's (as long as
+    the last one took) stay under ``budget`` of the run's (so that it costs at most that share of
+    the training), and once more at the end.
     ``log`` returns the first finding at or above ``fail_on`` (None until there is one)."""
 
     def __init__(self, fail_on: str | Severity, out_dir: str | Path | None, budget: float = 0.01,
                  source: str = "<live>"):
+        from losslens.logs.names import canonical  # (loads the readers, polars: once, at the start)
+
+        self._canonical = canonical
         self.fail_on = fail_on if isinstance(fail_on, Severity) else Severity.parse(fail_on)
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.budget, self.source = budget, source
@@ -104,13 +108,13 @@ class LiveCheck:
         self.columns: dict[str, list[float | None]] = {}  # (None: not in that record)
         self.started = time.perf_counter()
         self.spent = 0.0
+        self.cost = 0.25  # what the next full check will take (the first: the imports too)
         self.report: Report | None = None
         self.stopped_by: Finding | None = None
 
     def log(self, step: int, metrics: Mapping[str, Any]) -> Finding | None:
         """One logged record; the finding that should stop the run, if any."""
-        from losslens.logs.names import canonical
-
+        canonical = self._canonical
         if "train_runtime" in metrics:  # (the Trainer's closing summary, not a step's record)
             return None
         values = {}
@@ -127,7 +131,7 @@ class LiveCheck:
             self.columns.setdefault(key, [None] * n).append(values.get(key))
         urgent = any(not math.isfinite(v) for v in values.values())
         elapsed = time.perf_counter() - self.started
-        if urgent or self.spent <= self.budget * elapsed:
+        if urgent or self.spent + self.cost <= self.budget * elapsed:
             return self._judge()
         return None
 
@@ -145,7 +149,8 @@ class LiveCheck:
 
         started = time.perf_counter()
         self.report = analyze(from_arrays(np.asarray(self.steps), self.source, **self.columns))  # type: ignore[arg-type]
-        self.spent += time.perf_counter() - started
+        self.cost = time.perf_counter() - started
+        self.spent += self.cost
         worst = [f for f in self.report.findings if f.severity >= self.fail_on]
         if worst and self.stopped_by is None:
             self.stopped_by = worst[0]
