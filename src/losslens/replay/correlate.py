@@ -12,7 +12,7 @@ from itertools import chain
 import numpy as np
 import torch
 
-from losslens.detectors.stats import detrend, ranks, spearman, spearman_rows
+from losslens.detectors.stats import ranks, spearman, spearman_rows
 from losslens.replay.align import check_alignment
 from losslens.replay.fed import (
     Fed,
@@ -24,6 +24,7 @@ from losslens.replay.fed import (
     logged_view,
     logged_words,
     not_found,
+    settled_residual,
     verdict,
     window_of,
 )
@@ -66,13 +67,13 @@ def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch
         return {"aligned_records": int(ok.sum()), "rho": None, "p_value": None, "note": note,
                 "alignment": alignment, "verdict": verdict(None, None, "sampler", {}, note)}
     idx, y = idx[ok], loss[ok]
-    r, trend = detrend(y, window)
+    events = idx[event_positions(y)]  # replayed steps of ladder peaks and spikes
+    r, idx, trend, w = settled_residual(y, idx, window_of(idx, "mean"), window)
     ratio = bool(np.nanmin(y) > 0 and np.nanmin(trend) > 0)  # detrend's own choice
     k_log = window_of(idx, logged_loss)
     rho = spearman(r, logged_view(mean_len, idx, k_log))
     _nearby(r, idx, mean_len, k_log, rho, offset, alignment)
     levels = {int(k): round(float(np.median(r[bucket[idx] == k])), 4) for k in np.unique(bucket[idx])}
-    events = idx[event_positions(y)]  # replayed steps of ladder peaks and spikes
     in_runs = in_long_runs(bucket, events, run_k)
     null_runs, others = [], []
     seeds = [seed + 10_000 + 97 * i for i in range(null_seeds)]
@@ -91,7 +92,7 @@ def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch
             tick(i + 1, null_seeds)
     null = [float(x) for x in spearman_rows(r, np.asarray(others))]
     out = dependence(int(ok.sum()), rho, null, levels, ratio, len(events), in_runs, null_runs, run_k,
-                     {"null_seeds": null_seeds, "alignment": alignment})
+                     {"null_seeds": null_seeds, "alignment": alignment, "detrend_window_records": w})
     out["logged_loss"] = logged_words(k_log)
     v = seed_specific(r, logged_view(mean_len, idx, k_log), np.asarray(others))
     if v["dependence"] is False:  # no seed's order is proven the run's: "no" cannot be said

@@ -149,6 +149,29 @@ def logged_view(series: np.ndarray, idx: np.ndarray, k: int) -> np.ndarray:
     return (c[idx + 1] - c[lo]) / (idx + 1 - lo)
 
 
+def detrend_window(records: int, interval: int, base: int = 201) -> int:
+    """The de-trending window in records: ``base`` steps' worth at the logging ``interval`` (a
+    window of 201 records logged every 10 steps spans 2,010 steps and lags a decaying loss by
+    more than its dependence on the batches), at most a quarter of the records, at least 11;
+    odd."""
+    w = max(11, min(base // max(1, interval), records // 4))
+    return w | 1
+
+
+def settled_residual(y: np.ndarray, idx: np.ndarray, interval: int, base: int = 201
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The loss ``y`` de-trended (``detrend_window``) and past its first half-window, where the
+    centred window is cut short and the trend lags the loss's fast early fall: that edge sits at
+    step 0 in every run, as the start of a sampler's first mega-batch does, and the two would
+    line up whatever the loss follows. (residual, its ``idx``, the trend, the window)."""
+    from losslens.detectors.stats import detrend, settled
+
+    w = detrend_window(len(y), interval, base)
+    r, trend = detrend(y, w)
+    keep = settled(r, w)
+    return r[keep], idx[keep], trend, w
+
+
 def window_of(logged: np.ndarray, mode: str) -> int:
     """Steps behind each logged loss: the logging interval for ``mean`` (the median gap between
     logged steps), 1 for ``last``."""
@@ -189,7 +212,7 @@ def correlate_fed(steps: np.ndarray, loss: np.ndarray, fed: Fed, offset: int = 0
     median level taken per bucket, and its ladder peaks and spikes checked for sitting in runs of
     same-bucket steps. The null keeps both series as they are and only breaks their alignment:
     the fed sequence shifted circularly by at least a tenth of its length, ``shifts`` times."""
-    from losslens.detectors.stats import detrend, spearman
+    from losslens.detectors.stats import spearman
 
     pos = np.searchsorted(fed.steps, steps.astype(np.int64) - offset)
     pos = np.minimum(pos, len(fed.steps) - 1)
@@ -214,28 +237,52 @@ def correlate_fed(steps: np.ndarray, loss: np.ndarray, fed: Fed, offset: int = 0
         return {"aligned_records": int(ok.sum()), "rho": None, "p_value": None, "note": note,
                 "alignment": alignment, "verdict": verdict(None, None, "batches", {}, note)}
     idx, y = pos[ok], loss[ok]
-    r, trend = detrend(y, window)
+    events = idx[event_positions(y)]
+    r, idx, trend, w = settled_residual(y, idx, window_of(steps, "mean"), window)
     ratio = bool(np.nanmin(y) > 0 and np.nanmin(trend) > 0)
     k_log = window_of(steps, logged_loss)
     rho = spearman(r, logged_view(fed.mean_len, idx, k_log))
     levels = {int(k): round(float(np.median(r[fed.bucket[idx] == k])), 4) for k in np.unique(fed.bucket[idx])}
-    events = idx[event_positions(y)]
     in_runs = in_long_runs(fed.bucket, events, run_k)
-    n = len(fed.steps)
     rng = np.random.default_rng(seed)
     null, null_runs = [], []
-    for _ in range(shifts):
-        k = int(rng.integers(max(1, n // 10), max(2, n - n // 10)))
+    for k in misaligning_shifts(fed.mean_len, shifts, rng):
         null.append(spearman(r, logged_view(np.roll(fed.mean_len, k), idx, k_log)))
         null_runs.append(in_long_runs(np.roll(fed.bucket, k), events, run_k))
     out = dependence(int(ok.sum()), rho, null, levels, ratio, len(events), in_runs, null_runs, run_k,
                      {"unmatched_records": int((~ok).sum()), "alignment": alignment, "against": fed.measure,
+                      "detrend_window_records": w,
                       "logged_loss": logged_words(k_log),
-                      "null": f"{shifts} circular shifts of the fed sequence", "null_seeds": shifts})
+                      "null": f"{shifts} circular shifts of the fed sequence (none that lines it up "
+                              f"with itself again)", "null_seeds": shifts})
     tests = {"circular_shift": {"rho": out["rho"], "p_value": out["p_value"]}}
     out["verdict"] = (verdict(True, out["p_value"], "batches", tests) if out["p_value"] <= 0.01
                       else not_found(out["p_value"], "batches", tests, null, alignment))
     return out
+
+
+REALIGNED = 0.3  # a shift whose sequence correlates this much with the unshifted one lines it up again
+
+
+def misaligning_shifts(x: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+    """``count`` circular shifts of ``x`` for a null that breaks only the alignment: at least a
+    tenth of its length, and none that lines the sequence up with itself again (a periodic or
+    run-structured sequence shifted by about its period is the same sequence, and its
+    correlation with the loss would be the observed one: the null would lose its power). The
+    shifts kept have an autocorrelation of at most REALIGNED (or the least realigning half, where
+    too few do); drawn with replacement where fewer than ``count`` are left."""
+    n = len(x)
+    lo, hi = max(1, n // 10), max(2, n - n // 10)
+    ks = np.arange(lo, hi)
+    if len(ks) == 0:
+        return rng.integers(1, max(2, n), count)
+    c = x - x.mean()
+    acf = np.fft.irfft(np.abs(np.fft.rfft(c)) ** 2, n)  # circular: as the shifts wrap
+    acf = acf / acf[0] if acf[0] > 0 else np.zeros(n)
+    ok = ks[np.abs(acf[ks]) <= REALIGNED]
+    if len(ok) < max(10, len(ks) // 10):
+        ok = ks[np.argsort(np.abs(acf[ks]), kind="stable")[: max(1, len(ks) // 2)]]
+    return rng.choice(ok, count, replace=len(ok) < count)
 
 
 def logged_words(k: int) -> str:
