@@ -105,3 +105,31 @@ def test_the_lightning_callback_records_each_step_and_stops_a_nan_run(tmp_path: 
     [report] = list(tmp_path.glob("**/losslens-findings.json"))
     stopped = json.loads(report.read_text())["stopped_by"]
     assert (stopped["kind"], stopped["start_step"]) == ("nonfinite", first)
+
+
+@pytest.mark.frameworks_full
+def test_two_epochs_at_grad_accum_3_replay_step_for_step(tmp_path: Path) -> None:
+    """250 micro-batches an epoch at gradient accumulation 3: the Trainer steps 84 times an epoch,
+    the last on one micro-batch, and the next epoch's permutation follows the DataLoader's second
+    draw. The replay's steps, epoch by epoch, are the recorded ones."""
+    pytest.importorskip("transformers")
+    import numpy as np
+    import torch
+
+    from fixtures.frameworks.data import samples
+    from losslens.replay.strategies import Plan, build_epochs
+
+    fed = tmp_path / "fed.jsonl"
+    run_script("hf_trainer.py", tmp_path, "--fault", "group_by_length", "--grad-accum", "3",
+               "--steps", "170", "--record", str(fed))
+    got = [[sorted(m) for m in json.loads(line)["micro_batches"]] for line in fed.read_text().splitlines()]
+    assert [len(s) for s in got[82:86]] == [3, 1, 3, 3]  # the first epoch ends on a partial step
+    lengths = np.array([len(x["input_ids"]) for x in samples(4000, 0, True)])
+    plan = Plan((0, 32, 64, 96, 129), max_seq_len=128, per_device_batch=16, grad_accum=3)
+    replayed = []
+    for e in build_epochs("hf-group-by-length", torch.from_numpy(lengths), plan, 0, 2):
+        sizes, order = e.size.numpy(), e.samples.numpy()
+        micro = [sorted(lengths[order[a - s:a]].tolist())
+                 for a, s in zip(np.cumsum(sizes), sizes, strict=True)]
+        replayed += [micro[i:i + 3] for i in range(0, len(micro), 3)]
+    assert len(replayed) == 168 and replayed == got[:168]

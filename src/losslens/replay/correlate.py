@@ -35,15 +35,25 @@ __all__ = ["attribute", "correlate", "seed_tables", "step_table", "to_length"]
 
 def step_table(epochs: list[Epoch], plan: Plan) -> tuple[np.ndarray, np.ndarray]:
     """Per optimizer step (``plan.per_step`` micro-batches): mean longest-sample length of its
-    batches, and the bucket of its longest batch."""
-    max_len = torch.cat([e.max_len for e in epochs]).double()
-    bucket = torch.cat([e.bucket for e in epochs])
+    batches, and the bucket of its longest batch. Steps are counted epoch by epoch, as the
+    frameworks count them: an epoch's last micro-batches that do not fill a step are a step of
+    their own (the HF Trainer, Lightning and fairseq step on a partial accumulation at the end
+    of an epoch), and the next epoch starts a new step."""
     per = plan.per_step
-    n = max_len.numel() // per
-    ml = max_len[: n * per].reshape(n, per)
-    top = torch.argmax(ml, dim=1)
-    b = bucket[: n * per].reshape(n, per).gather(1, top[:, None]).flatten()
-    return ml.mean(1).cpu().numpy(), b.cpu().numpy()
+    means, buckets = [], []
+    for e in epochs:
+        ml, b = e.max_len.double(), e.bucket
+        full = ml.numel() // per * per
+        parts = [(ml[:full].reshape(-1, per), b[:full].reshape(-1, per))]
+        if full < ml.numel():  # the epoch's tail: a step of fewer micro-batches
+            parts.append((ml[full:].reshape(1, -1), b[full:].reshape(1, -1)))
+        for m, bb in parts:
+            top = torch.argmax(m, dim=1)
+            means.append(m.mean(1).cpu().numpy())
+            buckets.append(bb.gather(1, top[:, None]).flatten().cpu().numpy())
+    if not means:
+        return np.zeros(0), np.zeros(0, dtype=np.int64)
+    return np.concatenate(means), np.concatenate(buckets)
 
 
 def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch.Tensor, plan: Plan,

@@ -1,9 +1,10 @@
 """The samplers of real training stacks, re-created from their source, batch for batch.
 
 Each function returns one epoch as the *global* sequence of micro-batches: micro-batch ``j`` goes to
-rank ``j mod W`` and belongs to optimizer step ``j // (W · GA)`` — the layout that accelerate's
-``BatchSamplerShard``, torch's ``DistributedSampler`` + ``DataLoader`` and fairseq's
-``ShardedIterator`` + ``GroupedIterator`` all produce. A micro-batch is an array of sample ids;
+rank ``j mod W`` and belongs to the epoch's optimizer step ``j // (W · GA)`` — the layout that
+accelerate's ``BatchSamplerShard``, torch's ``DistributedSampler`` + ``DataLoader`` and fairseq's
+``ShardedIterator`` + ``GroupedIterator`` all produce; an epoch's last micro-batches that do not
+fill a step are a step of their own, and the next epoch starts a new one (``step_table``). A micro-batch is an array of sample ids;
 the epoch is their concatenation (``order``) and the size of each (``sizes``).
 
 What each emulates (checked in ``tests/unit/replay/test_frameworks.py`` against the framework's

@@ -126,11 +126,11 @@ def planted_log(mean_len: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 def step_lengths(lens: np.ndarray, order: np.ndarray, sizes: np.ndarray, per_step: int) -> np.ndarray:
-    """Per optimizer step, the mean longest length of its micro-batches."""
+    """Per optimizer step of one epoch, the mean longest length of its micro-batches (the
+    epoch's last micro-batches that do not fill a step: a step of their own)."""
     ends = np.cumsum(sizes)
     mx = np.maximum.reduceat(lens[order], ends - sizes)
-    n = len(mx) // per_step
-    return mx[: n * per_step].reshape(n, per_step).mean(1)
+    return np.array([mx[i:i + per_step].mean() for i in range(0, len(mx), per_step)])
 
 
 def framework_run(case: str) -> tuple[str, Plan, int, int, np.ndarray, np.ndarray]:
