@@ -102,3 +102,11 @@ def test_fuzz_benchmark_runs_small() -> None:
     """A few damaged inputs through every command on each CI run (bench/fuzz.py runs for longer)."""
     out = _bench("fuzz.py", "--cases", "6", "--seed", "0", timeout=600)
     assert out.strip().endswith("0 failure(s)"), out
+
+
+@pytest.mark.slow
+def test_replay_calibration_benchmark_runs_small() -> None:
+    pytest.importorskip("torch")
+    out = _bench("replay_calibration.py", "--trials", "2", "--strategies", "hf-random", "--steps", "300",
+                 timeout=300)
+    assert "| hf-random | batches |" in out and "| hf-random | sampler |" in out
