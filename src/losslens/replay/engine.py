@@ -119,6 +119,11 @@ def replay(lengths: np.ndarray, plan: Plan, strategy: str = "bucketed-shuffle", 
     if (alone := int((np.minimum(lengths, plan.max_seq_len) > plan.token_budget).sum())):
         notes.append(f"{alone:,} samples alone exceed the token budget {plan.token_budget}: each "
                      "forms a batch of one, over budget")
+    from losslens.replay.frameworks import CHECKED_AGAINST, version_notes
+
+    if strategy in CHECKED_AGAINST:
+        report["checked_against"] = CHECKED_AGAINST[strategy]
+        notes += version_notes(strategy)
     if notes:
         report["notes"] = notes
     if chosen is None:

@@ -4,8 +4,9 @@ Each function returns one epoch as the *global* sequence of micro-batches: micro
 rank ``j mod W`` and belongs to the epoch's optimizer step ``j // (W · GA)`` — the layout that
 accelerate's ``BatchSamplerShard``, torch's ``DistributedSampler`` + ``DataLoader`` and fairseq's
 ``ShardedIterator`` + ``GroupedIterator`` all produce; an epoch's last micro-batches that do not
-fill a step are a step of their own, and the next epoch starts a new one (``step_table``). A micro-batch is an array of sample ids;
-the epoch is their concatenation (``order``) and the size of each (``sizes``).
+fill a step are a step of their own, and the next epoch starts a new one (``step_table``). A
+micro-batch is an array of sample ids; the epoch is their concatenation (``order``) and the size
+of each (``sizes``).
 
 What each emulates (checked in ``tests/unit/replay/test_frameworks.py`` against the framework's
 own code on the same lengths and seed: torch's samplers run there directly; transformers,
@@ -45,11 +46,37 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["FIXED_SIZE", "FRAMEWORKS", "fairseq_batches", "fairseq_epoch", "hf_grouped_indices",
-           "generator", "hf_random_indices", "lhotse_bins", "lhotse_epoch", "shard_even",
-           "torch_distributed_batches"]
+__all__ = ["CHECKED_AGAINST", "FIXED_SIZE", "FRAMEWORKS", "fairseq_batches", "fairseq_epoch",
+           "hf_grouped_indices", "generator", "hf_random_indices", "lhotse_bins", "lhotse_epoch",
+           "shard_even", "torch_distributed_batches", "version_notes"]
 
 FRAMEWORKS = ("hf-group-by-length", "hf-random", "torch-distributed", "fairseq", "lhotse")
+# the framework versions each emulation was checked against (fixtures/record_samplers.py, and
+# tests/frameworks for the HF Trainer: a real run's record replayed batch for batch)
+CHECKED_AGAINST = {
+    "hf-group-by-length": {"transformers": "5.25.0", "accelerate": "1.16.0", "torch": "2.13.0"},
+    "hf-random": {"transformers": "5.25.0", "accelerate": "1.16.0", "torch": "2.13.0"},
+    "torch-distributed": {"torch": "2.13.0"},
+    "fairseq": {"fairseq": "git 3d262bb2"},
+    "lhotse": {"lhotse": "1.33.0"},
+}
+
+
+def version_notes(strategy: str) -> list[str]:
+    """A note for each framework of ``strategy`` installed here at another version than the one
+    its emulation was checked against (nothing is imported: the installed metadata is read)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    notes = []
+    for package, checked in CHECKED_AGAINST.get(strategy, {}).items():
+        try:
+            installed = version(package)
+        except PackageNotFoundError:
+            continue
+        if installed.split("+")[0] != checked:
+            notes.append(f"{strategy} was checked against {package} {checked}; {installed} is "
+                         "installed here: if the run used it, its sampler may differ")
+    return notes
 FIXED_SIZE = ("hf-group-by-length", "hf-random", "torch-distributed")  # batches of a fixed count
 
 

@@ -281,3 +281,17 @@ def test_run_answers_a_replay_report(tmp_path) -> None:
     batches = report.batches()
     assert batches["samples"].sum() == 400 and report.steps().height == batches.height
     assert report.analysed is None and report.data is None  # no --log
+
+
+def test_a_framework_installed_at_another_version_is_said(monkeypatch) -> None:
+    from losslens.replay import frameworks
+
+    assert "torch" in frameworks.CHECKED_AGAINST["torch-distributed"]
+    monkeypatch.setitem(frameworks.CHECKED_AGAINST, "torch-distributed", {"torch": "0.0.1"})
+    [note] = frameworks.version_notes("torch-distributed")
+    assert note.startswith("torch-distributed was checked against torch 0.0.1; ") and "installed here" in note
+    monkeypatch.setitem(frameworks.CHECKED_AGAINST, "torch-distributed", {"no-such-package": "1.0"})
+    assert frameworks.version_notes("torch-distributed") == []  # (not installed: nothing to say)
+    report, _ = replay(np.array([100, 200, 300, 400]), Plan((0, 1000, 8193), per_device_batch=2),
+                       strategy="torch-distributed")
+    assert report["checked_against"] == {"no-such-package": "1.0"}
