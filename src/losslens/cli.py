@@ -997,6 +997,9 @@ def scan(
     dask: Annotated[str | None, typer.Option("--dask", help="Run on a Dask cluster: a scheduler "
                                              "address (tcp://host:8786), or 'local' for a local "
                                              "cluster of --jobs workers (needs the fleet extra).")] = None,
+    same_data: Annotated[bool, typer.Option(
+        "--same-data", help="Runs in sibling folders (a sweep's: sweep/a, sweep/b) read the same "
+        "data in the same order: the spikes they share at a step are a bad batch (cause data).")] = False,
     rescan: Annotated[bool, typer.Option("--rescan", help="Read every log again, whatever the state "
                                          "file says.")] = False,
     format: FormatOpt = None,
@@ -1043,7 +1046,7 @@ def scan(
         try:
             with supervised():
                 result = fleet.scan(roots, run, out_path, gate, fleet.parse_since(since), dask, rescan,
-                                    on_row=progress)
+                                    on_row=progress, same_data=same_data)
         except (KeyboardInterrupt, Terminated) as exc:
             err.print(f"losslens: interrupted: the logs scanned so far are kept in {where['state']}; "
                       "the same command goes on from there", markup=False)

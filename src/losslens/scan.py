@@ -239,11 +239,15 @@ def scan_one(entry: Entry, options: Options) -> Rows:
                loss_column=(report.loss or {}).get("column"), findings=len(report.findings),
                kinds=",".join(sorted({f.kind for f in report.findings})) or None,
                worst=str(worst) if worst is not None else None, read_errors=list(report.read_errors))
-    findings = [{"run": entry.run, "log": entry.log, "kind": f.kind, "severity": str(f.severity),
-                 "metric": f.metric, "start_step": f.start_step, "end_step": f.end_step,
-                 "summary": f.summary, "evidence": json.dumps(d["evidence"], sort_keys=True)}
-                for f in report.findings for d in (f.as_dict(),)]
-    return row, findings
+    return row, _finding_rows(entry, report)
+
+
+def _finding_rows(entry: Entry, report: Any) -> list[dict[str, Any]]:
+    """A report's findings as the table's rows (plain values)."""
+    return [{"run": entry.run, "log": entry.log, "kind": f.kind, "severity": str(f.severity),
+             "metric": f.metric, "start_step": f.start_step, "end_step": f.end_step,
+             "summary": f.summary, "evidence": json.dumps(d["evidence"], sort_keys=True)}
+            for f in report.findings for d in (f.as_dict(),)]
 
 
 @contextmanager
@@ -454,8 +458,10 @@ def _findings(rows: list[dict[str, Any]]) -> list[Any]:
 
 def scan(roots: list[str], options: Options, out: str, gate: Gate, since: float | None = None,
          dask: str | None = None, rescan: bool = False,
-         on_row: Callable[[Entry, Rows, bool], None] | None = None) -> ScanResult:
-    """Scan the logs under ``roots`` and write the table (and the state) at ``out``."""
+         on_row: Callable[[Entry, Rows, bool], None] | None = None, same_data: bool = False) -> ScanResult:
+    """Scan the logs under ``roots`` and write the table (and the state) at ``out``.
+    ``same_data``: the runs in sibling folders read the same data in the same order (a sweep's
+    runs): the spikes they share are said as such (``shared_by_folder``)."""
     started = time.monotonic()
     where = outputs(out)
     found = discover(roots, since)
@@ -489,7 +495,10 @@ def scan(roots: list[str], options: Options, out: str, gate: Gate, since: float 
         done.append((e, _error_row(e, found.why[e.log])))
     state.finish(e.log for e in found.entries + found.older)
     logs_rows, finding_rows, table, judgements = [], [], [], []
-    ordered = [rows for _, rows in sorted(done, key=lambda d: (d[0].run, d[0].log))]
+    done.sort(key=lambda d: (d[0].run, d[0].log))
+    if same_data:
+        done = shared_by_folder(done, options)
+    ordered = [rows for _, rows in done]
     for row, findings in ordered:
         verdict = judge(row, findings, gate)
         # an unreadable log counts for nothing with --skip-unreadable (its row keeps its error)
@@ -503,6 +512,45 @@ def scan(roots: list[str], options: Options, out: str, gate: Gate, since: float 
     return ScanResult(logs, findings_frame, {k: str(v) for k, v in where.items()}, len(todo),
                       len(found.entries) - len(todo), time.monotonic() - started, gate.exit_code(judgements),
                       gate, ordered, found.linked_out)
+
+
+def shared_by_folder(done: list[tuple[Entry, Rows]], options: Options) -> list[tuple[Entry, Rows]]:
+    """``scan --same-data``: the logs of sibling folders (two or more, read without an error) read
+    again for their losses, and the spikes they share at a step said in their findings' rows
+    (``analysis.same_data``: cause ``data``), each log's row counted again."""
+    from losslens.analysis import analyze_log, same_data
+    from losslens.logs import read_log
+
+    # a group: the logs of sibling folders (sweep/a/..., sweep/b/...), one log a folder (the one
+    # with the most records: two logs of one run are the same run, not two sharing data)
+    per_folder: dict[str, int] = {}
+    for i, (e, (row, _)) in enumerate(done):
+        if row["error"] is None:
+            folder = os.path.dirname(e.log)
+            j = per_folder.get(folder)
+            if j is None or (row["records"] or 0) > (done[j][1][0]["records"] or 0):
+                per_folder[folder] = i
+    groups: dict[str, list[int]] = {}
+    for folder, i in sorted(per_folder.items()):
+        groups.setdefault(os.path.dirname(folder), []).append(i)
+    out = list(done)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        analysed = []
+        for i in members:
+            with _local_copy(done[i][0].log) as path:
+                analysed.append(analyze_log(read_log(path, options.format), options.settings.registry(),
+                                            options.ignore, options.metrics))
+        for i, report in zip(members, same_data(analysed), strict=True):
+            e, (row, _) = done[i]
+            findings = _finding_rows(e, report)
+            worst = report.worst()
+            row = {**row, "findings": len(findings),
+                   "kinds": ",".join(sorted({f.kind for f in report.findings})) or None,
+                   "worst": str(worst) if worst is not None else None}
+            out[i] = (e, (row, findings))
+    return out
 
 
 @dataclass(frozen=True)

@@ -235,3 +235,39 @@ def test_the_readme_reads_the_table_as_it_shows(tmp_path: Path, monkeypatch) -> 
     exec(compile(code, "README.md", "exec"), scope)  # noqa: S102 - the README's own example
     assert sorted(scope["nan_runs"].to_list()) == ["b-hf", "c-nanogpt"]
     assert scope["logs"].height == 6 and scope["findings"].height == 3
+
+
+def test_scan_same_data_says_the_spikes_a_sweeps_runs_share(tmp_path: Path) -> None:
+    """Two runs of one sweep folder (the same data order, other seeds of the noise), a ×1.5 batch
+    at step 700 in both, heavy-tailed noise: alone each is at most information; with
+    --same-data both get a warning with cause data. A run in another folder is not compared
+    (scan names the folder under the root as the run: both logs are run "sweep")."""
+    import numpy as np
+
+    def write(path: Path, seed: int, spike: int | None) -> None:
+        rng = np.random.default_rng(seed)
+        steps = np.arange(1, 2001)
+        v = (0.8 + 2.5 * np.exp(-steps / 300)) * np.exp(0.03 * rng.standard_t(3, 2000))
+        if spike:
+            v[spike - 1] *= 1.5
+        path.parent.mkdir(parents=True)
+        path.write_text("step,loss\n" + "".join(f"{s},{x:.5f}\n" for s, x in zip(steps, v, strict=True)))
+
+    root = tmp_path / "runs"
+    write(root / "sweep" / "a" / "metrics.csv", 1, 700)
+    write(root / "sweep" / "b" / "metrics.csv", 2, 700)
+    write(root / "other" / "c" / "metrics.csv", 3, 700)
+    out = tmp_path / "out" / "scan.parquet"
+
+    def shared(*extra: str) -> dict[str, list[tuple[int, str]]]:
+        r = CliRunner().invoke(app, ["scan", str(root), "--out", str(out), "--rescan", *extra])
+        assert r.exit_code == 0, r.output
+        rows = pl.read_parquet(out).filter(pl.col("row") == "finding")
+        got: dict[str, list[tuple[int, str]]] = {}
+        for run, step, sev, ev in rows.select("run", "start_step", "severity", "evidence").iter_rows():
+            if json.loads(ev).get("cause") == "data":
+                got.setdefault(run, []).append((step, sev))
+        return got
+
+    assert shared() == {}
+    assert shared("--same-data") == {"sweep": [(700, "warning"), (700, "warning")]}  # (a, b: one run)
