@@ -39,6 +39,7 @@ def both(run: Path) -> list[Path]:
     return [run / "train.log", next(run.glob("checkpoint-*/trainer_state.json"))]
 
 
+@pytest.mark.frameworks_full
 def test_a_clean_run_is_silent_and_every_line_is_accounted_for(hf_runs) -> None:
     run = hf_runs("clean")
     for path in both(run):
@@ -65,6 +66,7 @@ def test_a_corrupted_batch_is_a_spike_at_its_step(hf_runs) -> None:
         assert [f["kind"] for f in findings(path)] == ["spike"]
 
 
+@pytest.mark.frameworks_full
 def test_an_lr_raised_a_millionfold_is_found_non_finite_from_its_first_step(hf_runs) -> None:
     run = hf_runs("nan")
     h = history(run)
@@ -144,6 +146,7 @@ def test_a_spike_no_other_run_shares_is_left_as_it_was(hf_runs) -> None:
     assert three[logs[2]] == alone
 
 
+@pytest.mark.frameworks_full
 def test_a_collate_that_sleeps_once_is_a_stall_read_from_the_progress_bar(hf_runs) -> None:
     run = hf_runs("stall")
     bar = redraws(run)

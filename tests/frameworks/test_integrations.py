@@ -28,6 +28,7 @@ def dicts(log: Path) -> list[dict]:
     return out
 
 
+@pytest.mark.frameworks_full
 def test_the_hf_callback_stops_a_run_at_its_first_non_finite_record(tmp_path: Path) -> None:
     pytest.importorskip("transformers")
     log = run_script("hf_trainer.py", tmp_path, "--fault", "nan", "--fail-on", "error")

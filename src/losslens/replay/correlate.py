@@ -23,6 +23,7 @@ from losslens.replay.fed import (
     in_long_runs,
     logged_view,
     logged_words,
+    nearby_offsets,
     not_found,
     settled_residual,
     verdict,
@@ -82,7 +83,7 @@ def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch
     ratio = bool(np.nanmin(y) > 0 and np.nanmin(trend) > 0)  # detrend's own choice
     k_log = window_of(idx, logged_loss)
     rho = spearman(r, logged_view(mean_len, idx, k_log))
-    _nearby(r, idx, mean_len, k_log, rho, offset, alignment)
+    nearby_offsets(r, idx, mean_len, k_log, rho, offset, alignment)
     levels = {int(k): round(float(np.median(r[bucket[idx] == k])), 4) for k in np.unique(bucket[idx])}
     in_runs = in_long_runs(bucket, events, run_k)
     null_runs, others = [], []
@@ -116,27 +117,6 @@ def correlate(steps: np.ndarray, loss: np.ndarray, strategy: str, lengths: torch
         v["tests"].get(name, {}).pop("null", None)
     out["verdict"] = v
     return out
-
-
-def _nearby(r: np.ndarray, idx: np.ndarray, mean_len: np.ndarray, k_log: int, rho: float, offset: int,
-            alignment: dict) -> None:
-    """The loss against the replayed lengths at the step offsets nearby (a 0- or 1-based count,
-    a shifted log): their correlations go into ``alignment``, and one that lines up clearly
-    better than the offset used (its Fisher z higher by 3 standard errors) is a warning there:
-    the steps disagree, never silently."""
-    near = {}
-    for d in (-2, -1, 1, 2):
-        j = idx + d
-        ok = (j >= 0) & (j < len(mean_len))
-        if ok.sum() >= 10:
-            near[offset - d] = round(float(spearman(r[ok], logged_view(mean_len, j[ok], k_log))), 4)
-    alignment["rho_at_offsets"] = {offset: round(float(rho), 4), **near}
-    best = max(near, key=lambda o: abs(near[o]), default=None)
-    z = np.arctanh(np.clip(np.abs([rho, near[best] if best is not None else 0.0]), 0.0, 0.999999))
-    if best is not None and z[1] - z[0] >= 3 / np.sqrt(max(1, len(idx) - 3)):
-        message = (f"the loss lines up with the replay at --step-offset {best} (ρ={near[best]:+.2f}), "
-                   f"not at {offset} (ρ={rho:+.2f}): a 0- or 1-based step count, or a shifted log")
-        alignment["warning"] = "; ".join(filter(None, [alignment.get("warning"), message]))
 
 
 def seed_tables(strategy: str, lengths: torch.Tensor, plan: Plan, seeds: list[int], epochs: int

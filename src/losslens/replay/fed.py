@@ -232,6 +232,17 @@ def correlate_fed(steps: np.ndarray, loss: np.ndarray, fed: Fed, offset: int = 0
             raise UsageError(f"the log and the record do not line up: {message} "
                              "(--allow-misalignment to correlate anyway)")
         alignment["warning"] = message
+    span = (float(fed.steps[-1] - fed.steps[0]) + 1) / max(1.0, float(steps.max() - steps.min()) + 1)
+    if span >= 1.5 and len(steps) > 1:
+        message = (f"the record holds steps {fed.steps[0]:,}-{fed.steps[-1]:,}, the log "
+                   f"{steps.min() - offset:,}-{steps.max() - offset:,}: {span:.1f} times as many: a record "
+                   "per micro-batch against a log per optimizer step, or a log that stops early")
+        if not allow_misalignment:
+            from losslens.errors import UsageError
+
+            raise UsageError(f"the log and the record do not line up: {message} "
+                             "(--allow-misalignment to correlate anyway)")
+        alignment["warning"] = "; ".join(filter(None, [alignment.get("warning"), message]))
     if ok.sum() < 10:
         note = "fewer than 10 logged steps match a recorded step (see --step-offset)"
         return {"aligned_records": int(ok.sum()), "rho": None, "p_value": None, "note": note,
@@ -242,6 +253,7 @@ def correlate_fed(steps: np.ndarray, loss: np.ndarray, fed: Fed, offset: int = 0
     ratio = bool(np.nanmin(y) > 0 and np.nanmin(trend) > 0)
     k_log = window_of(steps, logged_loss)
     rho = spearman(r, logged_view(fed.mean_len, idx, k_log))
+    nearby_offsets(r, idx, fed.mean_len, k_log, rho, offset, alignment)
     levels = {int(k): round(float(np.median(r[fed.bucket[idx] == k])), 4) for k in np.unique(fed.bucket[idx])}
     in_runs = in_long_runs(fed.bucket, events, run_k)
     rng = np.random.default_rng(seed)
@@ -283,6 +295,29 @@ def misaligning_shifts(x: np.ndarray, count: int, rng: np.random.Generator) -> n
     if len(ok) < max(10, len(ks) // 10):
         ok = ks[np.argsort(np.abs(acf[ks]), kind="stable")[: max(1, len(ks) // 2)]]
     return rng.choice(ok, count, replace=len(ok) < count)
+
+
+def nearby_offsets(r: np.ndarray, idx: np.ndarray, mean_len: np.ndarray, k_log: int, rho: float, offset: int,
+            alignment: dict) -> None:
+    """The loss against the replayed lengths at the step offsets nearby (a 0- or 1-based count,
+    a shifted log): their correlations go into ``alignment``, and one that lines up clearly
+    better than the offset used (its Fisher z higher by 3 standard errors) is a warning there:
+    the steps disagree, never silently."""
+    from losslens.detectors.stats import spearman
+
+    near = {}
+    for d in (-2, -1, 1, 2):
+        j = idx + d
+        ok = (j >= 0) & (j < len(mean_len))
+        if ok.sum() >= 10:
+            near[offset - d] = round(float(spearman(r[ok], logged_view(mean_len, j[ok], k_log))), 4)
+    alignment["rho_at_offsets"] = {offset: round(float(rho), 4), **near}
+    best = max(near, key=lambda o: abs(near[o]), default=None)
+    z = np.arctanh(np.clip(np.abs([rho, near[best] if best is not None else 0.0]), 0.0, 0.999999))
+    if best is not None and z[1] - z[0] >= 3 / np.sqrt(max(1, len(idx) - 3)):
+        message = (f"the loss lines up with the replay at --step-offset {best} (ρ={near[best]:+.2f}), "
+                   f"not at {offset} (ρ={rho:+.2f}): a 0- or 1-based step count, or a shifted log")
+        alignment["warning"] = "; ".join(filter(None, [alignment.get("warning"), message]))
 
 
 def logged_words(k: int) -> str:

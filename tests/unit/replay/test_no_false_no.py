@@ -45,3 +45,24 @@ def test_a_loss_that_follows_the_record_is_a_dependence() -> None:
     y = loss(1250) * (1 + 0.05 * (fed.mean_len / 3000))
     v = correlate_fed(np.arange(1250), y, fed)["verdict"]
     assert v["dependence"] is True and v["p_value"] <= 0.01
+
+
+def test_a_record_per_micro_batch_against_a_log_per_step_is_refused_or_said() -> None:
+    import pytest
+
+    from losslens.errors import UsageError
+
+    fed = record(5000)  # 4 micro-batches a step recorded as steps of their own
+    with pytest.raises(UsageError, match="a record per micro-batch against a log per optimizer step"):
+        correlate_fed(np.arange(1250), loss(1250), fed)
+    v = correlate_fed(np.arange(1250), loss(1250), fed, allow_misalignment=True)["verdict"]
+    assert v["dependence"] is None and v["reason"].startswith("the steps disagree: the record holds")
+
+
+def test_a_record_one_step_off_the_log_is_said() -> None:
+    fed = record(1250)
+    y = loss(1250) * (1 + 0.05 * (fed.mean_len / 3000))
+    out = correlate_fed(np.arange(1, 1251), y, fed)  # the log counts from 1, the record from 0
+    assert "--step-offset 1" in out["alignment"]["warning"]
+    assert out["alignment"]["rho_at_offsets"][1] > 0.5 > out["alignment"]["rho_at_offsets"][0]
+    assert correlate_fed(np.arange(1, 1251), y, fed, offset=1)["verdict"]["dependence"] is True
