@@ -2,10 +2,9 @@
 shared by the tests that read what they wrote. Skipped where the framework is not installed
 (``pip install -e '.[frameworks]'``).
 
-The README's test command runs a smoke set, one run of each framework and the new paths
-(HF runs sharing a bad batch, each silent alone; the HF callback's record replayed; a Lightning
-NaN; a two-loss GAN under torchrun); the cases marked ``frameworks_full`` run with
-``LOSSLENS_FRAMEWORKS=all`` (``bench/frameworks.py`` runs every case too)."""
+The README's test command runs a smoke set (the HF callback's record of a group-by-length run
+replayed; a two-loss GAN under torchrun); the cases marked ``frameworks_full`` (Lightning's
+among them) run with ``LOSSLENS_FRAMEWORKS=all`` (``bench/frameworks.py`` runs every case too)."""
 
 from __future__ import annotations
 

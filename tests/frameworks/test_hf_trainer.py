@@ -120,6 +120,7 @@ def shared_batch_runs(hf_runs) -> list[str]:
     return [str(r / "train.log") for r in runs]
 
 
+@pytest.mark.frameworks_full
 def test_runs_reading_the_same_data_share_a_bad_batch_that_neither_shows_alone(hf_runs) -> None:
     """Each run alone cannot tell the ~1.35x rise from its noise; together they are a bad batch."""
     logs = shared_batch_runs(hf_runs)

@@ -41,6 +41,7 @@ def test_a_corrupted_batch_is_a_spike_at_its_step(lightning_runs) -> None:
             [("spike", int(top["step"]))], path
 
 
+@pytest.mark.frameworks_full
 def test_weights_that_overflow_are_found_non_finite_from_their_step(lightning_runs) -> None:
     rows = logged(run := lightning_runs("nan"))
     first = next(int(r["step"]) for r in rows if "train_loss" in r and math.isnan(r["train_loss"]))

@@ -35,8 +35,8 @@ def test_replay_null_benchmark_runs_small() -> None:
 
 @pytest.mark.slow
 def test_fleet_scan_benchmark_runs_small() -> None:
-    out = _bench("fleet_scan.py", "--runs", "80", "--sample", "2", "--no-dask", timeout=600)
-    assert "80 run folders" in out and "scan --jobs 1" in out and "runs/s" in out
+    out = _bench("fleet_scan.py", "--runs", "60", "--sample", "2", "--no-dask", timeout=600)
+    assert "60 run folders" in out and "scan --jobs 1" in out and "runs/s" in out
     touched = re.search(r"re-run, (\d+) logs touched .*: (\d+) read and analysed", out)
     assert touched and touched.group(1) == touched.group(2) != "0"  # only the touched ones
     resumed = re.search(r"SIGTERM at 40 %: exit 143, (\d+) logs kept; .*: (\d+) read and analysed, (\d+) "
@@ -100,7 +100,7 @@ def test_spike_grad_norm_benchmark_runs_small() -> None:
 
 def test_fuzz_benchmark_runs_small() -> None:
     """A few damaged inputs through every command on each CI run (bench/fuzz.py runs for longer)."""
-    out = _bench("fuzz.py", "--cases", "4", "--seed", "0", timeout=600)
+    out = _bench("fuzz.py", "--cases", "3", "--seed", "0", timeout=600)
     assert out.strip().endswith("0 failure(s)"), out
 
 
