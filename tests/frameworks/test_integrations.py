@@ -134,3 +134,30 @@ def test_two_epochs_at_grad_accum_3_replay_step_for_step(tmp_path: Path) -> None
                  for a, s in zip(np.cumsum(sizes), sizes, strict=True)]
         replayed += [micro[i:i + 3] for i in range(0, len(micro), 3)]
     assert len(replayed) == 168 and replayed == got[:168]
+
+
+@pytest.mark.frameworks_full
+def test_a_lightning_ddp_run_replays_rank_for_rank(tmp_path: Path) -> None:
+    """Two CPU processes under Lightning's DDP (gloo): Lightning puts a DistributedSampler
+    (shuffle, seed 0 when none is set) under the DataLoader; each rank's callback records what it
+    fed. The torch-distributed replay's global sequence (micro-batch j to rank j mod 2) is each
+    rank's record, step for step."""
+    pytest.importorskip("lightning")
+    import numpy as np
+    import torch
+
+    from fixtures.frameworks.data import samples
+    from losslens.replay.strategies import Plan, build_epochs
+
+    fed = tmp_path / "fed.jsonl"
+    run_script("lightning_run.py", tmp_path, "--devices", "2", "--lengths", "--steps", "100",
+               "--record", str(fed))
+    ranks = [[sorted(json.loads(line)["micro_batches"][0]) for line in f.read_text().splitlines()]
+             for f in (fed, tmp_path / "fed.rank1.jsonl")]
+    assert [len(r) for r in ranks] == [100, 100]
+    lengths = np.array([len(x["input_ids"]) for x in samples(4000, 0, True)])
+    plan = Plan((0, 32, 64, 96, 129), max_seq_len=128, per_device_batch=16, world_size=2)
+    [epoch] = build_epochs("torch-distributed", torch.from_numpy(lengths), plan, 0, 1)
+    sizes, order = epoch.size.numpy(), epoch.samples.numpy()
+    micro = [sorted(lengths[order[a - s:a]].tolist()) for a, s in zip(np.cumsum(sizes), sizes, strict=True)]
+    assert micro[0::2][:100] == ranks[0] and micro[1::2][:100] == ranks[1]
