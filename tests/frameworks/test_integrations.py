@@ -109,10 +109,13 @@ def test_the_lightning_callback_records_each_step_and_stops_a_nan_run(tmp_path: 
 
 
 @pytest.mark.frameworks_full
-def test_two_epochs_at_grad_accum_3_replay_step_for_step(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("strategy", "option"), [("hf-group-by-length", "--fault=group_by_length"),
+                                                  ("hf-random", "--lengths")])
+def test_two_epochs_at_grad_accum_3_replay_step_for_step(tmp_path: Path, strategy: str, option: str) -> None:
     """250 micro-batches an epoch at gradient accumulation 3: the Trainer steps 84 times an epoch,
-    the last on one micro-batch, and the next epoch's permutation follows the DataLoader's second
-    draw. The replay's steps, epoch by epoch, are the recorded ones."""
+    the last on one micro-batch, and the next epoch starts a new step (the grouped sampler's next
+    permutation after the DataLoader's second draw; the random one seeded seed + epoch). The
+    replay's steps, epoch by epoch, are the recorded ones, with group_by_length and without."""
     pytest.importorskip("transformers")
     import numpy as np
     import torch
@@ -121,14 +124,13 @@ def test_two_epochs_at_grad_accum_3_replay_step_for_step(tmp_path: Path) -> None
     from losslens.replay.strategies import Plan, build_epochs
 
     fed = tmp_path / "fed.jsonl"
-    run_script("hf_trainer.py", tmp_path, "--fault", "group_by_length", "--grad-accum", "3",
-               "--steps", "170", "--record", str(fed))
+    run_script("hf_trainer.py", tmp_path, option, "--grad-accum", "3", "--steps", "170", "--record", str(fed))
     got = [[sorted(m) for m in json.loads(line)["micro_batches"]] for line in fed.read_text().splitlines()]
     assert [len(s) for s in got[82:86]] == [3, 1, 3, 3]  # the first epoch ends on a partial step
     lengths = np.array([len(x["input_ids"]) for x in samples(4000, 0, True)])
     plan = Plan((0, 32, 64, 96, 129), max_seq_len=128, per_device_batch=16, grad_accum=3)
     replayed = []
-    for e in build_epochs("hf-group-by-length", torch.from_numpy(lengths), plan, 0, 2):
+    for e in build_epochs(strategy, torch.from_numpy(lengths), plan, 0, 2):
         sizes, order = e.size.numpy(), e.samples.numpy()
         micro = [sorted(lengths[order[a - s:a]].tolist())
                  for a, s in zip(np.cumsum(sizes), sizes, strict=True)]
