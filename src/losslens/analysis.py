@@ -162,13 +162,16 @@ def choose_loss(log: LogData, metrics: tuple[str, ...] = ()) -> tuple[LogData, d
     return log, {"column": original, "metric": "loss", "why": why}
 
 
-def _named(f: Finding, logged: Mapping[str, str]) -> Finding:
-    """A finding on one of several losses, naming its column (in its summary's first word too):
-    ``logged`` maps the names the detectors saw ('loss' for the first) to the columns'."""
-    column = logged.get(f.metric)
-    if column is None or column == f.metric:
+def worst_first(f: Finding) -> tuple[int, int, str, str]:
+    """The order a report lists its findings in: worst first, then by step, kind and metric."""
+    return -int(f.severity), f.start_step, f.kind, f.metric
+
+
+def _named(f: Finding, column: str) -> Finding:
+    """A finding on the loss, naming the column it was (in its summary's first word too)."""
+    if f.metric != "loss":
         return f
-    summary = column + f.summary[len(f.metric):] if f.summary.startswith(f.metric) else f.summary
+    summary = column + f.summary[4:] if f.summary.startswith("loss") else f.summary
     return dataclasses.replace(f, metric=column, summary=summary)
 
 
@@ -264,8 +267,8 @@ def analyze_log(log: LogData, detectors: tuple[Detector, ...] = REGISTRY,
         findings += _other_ranks(log, findings, nonfinite)
     findings = with_lines(_memorising(_explained(findings, detectors), _evaluated(log)), log)
     if several and loss is not None:  # each finding names its loss, the first one's too
-        findings = [_named(f, {"loss": several[0]}) for f in findings]
-    findings.sort(key=lambda f: (-int(f.severity), f.start_step, f.kind, f.metric))
+        findings = [_named(f, several[0]) for f in findings]
+    findings.sort(key=worst_first)
     report = Report(source=log.source, format=log.format, lines=log.lines.as_dict(),
                   skipped_reasons=dict(log.lines.skipped), steps=steps,
                   eval_records=log.eval.height, segments=max(1, len(log.segments)),
@@ -402,7 +405,7 @@ def same_data(analysed: list[tuple[LogData, Report]]) -> list[Report]:
         if count:
             metric = report.loss["column"] if report.loss and report.loss.get("others") else "loss"
             findings = with_lines(marked(findings, runs, r, shared, metric), log)
-            findings.sort(key=lambda f: (-int(f.severity), f.start_step, f.kind, f.metric))
+            findings.sort(key=worst_first)
         out[k] = dataclasses.replace(report, findings=findings, notes=[*report.notes, note])
     return out
 

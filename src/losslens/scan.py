@@ -233,13 +233,19 @@ def scan_one(entry: Entry, options: Options) -> Rows:
     except Exception as exc:  # a bug must not end the scan either: the row says what happened
         row["error"] = f"{entry.log}: internal error ({type(exc).__name__}: {exc}); please report it"
         return row, []
-    worst = report.worst()
     row.update(format=report.format, records=report.steps["count"], first_step=report.steps["first"],
                last_step=report.steps["last"], eval_records=report.eval_records,
-               loss_column=(report.loss or {}).get("column"), findings=len(report.findings),
-               kinds=",".join(sorted({f.kind for f in report.findings})) or None,
-               worst=str(worst) if worst is not None else None, read_errors=list(report.read_errors))
+               loss_column=(report.loss or {}).get("column"), read_errors=list(report.read_errors),
+               **_counted(report))
     return row, _finding_rows(entry, report)
+
+
+def _counted(report: Any) -> dict[str, Any]:
+    """A log row's counts of its findings: how many, their kinds, the worst severity."""
+    worst = report.worst()
+    return {"findings": len(report.findings),
+            "kinds": ",".join(sorted({f.kind for f in report.findings})) or None,
+            "worst": str(worst) if worst is not None else None}
 
 
 def _finding_rows(entry: Entry, report: Any) -> list[dict[str, Any]]:
@@ -544,12 +550,7 @@ def shared_by_folder(done: list[tuple[Entry, Rows]], options: Options) -> list[t
                                             options.ignore, options.metrics))
         for i, report in zip(members, same_data(analysed), strict=True):
             e, (row, _) = done[i]
-            findings = _finding_rows(e, report)
-            worst = report.worst()
-            row = {**row, "findings": len(findings),
-                   "kinds": ",".join(sorted({f.kind for f in report.findings})) or None,
-                   "worst": str(worst) if worst is not None else None}
-            out[i] = (e, (row, findings))
+            out[i] = (e, ({**row, **_counted(report)}, _finding_rows(e, report)))
     return out
 
 

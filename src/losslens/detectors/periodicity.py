@@ -301,9 +301,10 @@ class Periodicity(Detector):
         spec = spectrum(grid, window)  # (frequencies, periodogram, de-trended grid), once
         found = self._scan(spec, spacing, window)
         if found is None:
-            folded = self._short(series, v, steps) if len(v) <= self.fold_max else []
-            return self._epoch_drops(series, epoch_len) or [
-                f for f in folded if f.evidence["climb"] >= self.fold_min_climb]
+            staircase = self._epoch_drops(series, epoch_len)
+            if staircase or len(v) > self.fold_max:
+                return staircase
+            return [f for f in self._short(series, v, steps) if f.evidence["climb"] >= self.fold_min_climb]
         line, p, phi = found
         if within_print_rounding(v, spec[2], window):
             return self._epoch_drops(series, epoch_len)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from losslens.detectors.base import Detector, Series
-from losslens.detectors.stats import kept, median_where, spearman
+from losslens.detectors.stats import kept, median_where, runs_of, spearman
 from losslens.detectors.throughput import per_step, running_total
 from losslens.findings import Finding, Severity, Skipped
 
@@ -166,29 +166,28 @@ class PipelineStall(Detector):
         # a stall is slow steps in a row (one, or the few a progress bar's update spreads it
         # over) that took stall_min_s more than usual in all, and after which the steps are
         # fast again (a slow-down that lasts to the end is a throughput drop, not a stall)
-        runs = _runs(np.flatnonzero(t >= usual * self.gap_ratio))
+        runs = runs_of(np.flatnonzero(t >= usual * self.gap_ratio))
         runs = [r for r in runs if float(np.sum(t[r] - usual)) * scale >= self.stall_min_s
                 and (r[-1] + 1 < len(t) or len(r) <= 2) and len(r) <= max(2, len(t) // 10)]
         if not runs:
             return []
-        slow = np.concatenate(runs)
+        totals = [float(np.sum(t[r])) * scale for r in runs]  # each stall's seconds in all
+        n_slow = sum(len(r) for r in runs)
         at = [int(steps[r[0]]) for r in runs]
-        worst = max(float(np.sum(t[r])) for r in runs) * scale
+        worst, longest = max(totals), runs[int(np.argmax(totals))]
         what = {"data_time": "data-loading time", "elapsed_s": "time per step (elapsed)"}.get(
             series.metric, "step time")
         regular = len(runs) >= 3 and np.ptp(np.diff(at)) <= 0.1 * float(np.median(np.diff(at)))
-        least = min(float(np.sum(t[r])) for r in runs) * scale
-        took = f"{worst:.3g} s" if len(runs) == 1 else f"{least:.3g}-{worst:.3g} s"
+        took = f"{worst:.3g} s" if len(runs) == 1 else f"{min(totals):.3g}-{worst:.3g} s"
         times = max(float(np.mean(t[r])) for r in runs) / usual
-        if len(slow) == len(runs):
-            summary = (f"{len(slow)} step(s) with a {what} of {took} against a usual "
+        if n_slow == len(runs):
+            summary = (f"{n_slow} step(s) with a {what} of {took} against a usual "
                        f"{usual * scale:.3g} s ({times:.0f}×) "
                        f"at step(s) {', '.join(map(str, at[:6]))}{' …' if len(at) > 6 else ''}")
         else:  # (a progress bar's update spreads a stall over the steps it covers)
-            r = max(runs, key=lambda r: float(np.sum(t[r])))
-            summary = (f"{len(runs)} stall(s); the longest: steps {int(steps[r[0]])}-{int(steps[r[-1]])} "
-                       f"took {worst:.3g} s in all against a usual {usual * scale:.3g} s per step "
-                       f"({times:.0f}× over {len(r)} records)")
+            summary = (f"{len(runs)} stall(s); the longest: steps {int(steps[longest[0]])}-"
+                       f"{int(steps[longest[-1]])} took {worst:.3g} s in all against a usual "
+                       f"{usual * scale:.3g} s per step ({times:.0f}× over {len(longest)} records)")
         if regular:
             summary += (f": every {int(np.median(np.diff(at)))} steps, the run's periodic work "
                         "(evaluation, checkpoints, logging)?")
@@ -200,13 +199,8 @@ class PipelineStall(Detector):
         severity = Severity.INFO if regular else Severity.WARNING
         return [Finding(self.name, severity, series.metric, at[0], int(steps[runs[-1][-1]]), summary,
                         {"steps": at[:50],
-                         "seconds": [round(float(np.sum(t[r])) * scale, 4) for r in runs[:50]],
+                         "seconds": [round(x, 4) for x in totals[:50]],
                          "usual_s": usual * scale, "periodic": bool(regular)}, series.segment)]
-
-
-def _runs(idx: np.ndarray) -> list[np.ndarray]:
-    """Indices in runs of consecutive ones."""
-    return np.split(idx, np.flatnonzero(np.diff(idx) > 1) + 1) if len(idx) else []
 
 
 # the columns that time each step (or count the run's time: their increments do)

@@ -8,7 +8,7 @@ import numpy as np
 
 from losslens.detectors.base import Detector, Series, fmt_number, fmt_times
 from losslens.detectors.relations import at_cycle_peak, blows_up_into_nan, same_series, structures
-from losslens.detectors.stats import kept, rolling_median
+from losslens.detectors.stats import kept, rolling_median, runs_of
 from losslens.findings import Finding, Severity, Skipped
 
 
@@ -136,8 +136,7 @@ class Spike(Detector):
 
     def _groups(self, flagged: np.ndarray) -> list[np.ndarray]:
         """Flagged records, grouped: at most ``cluster`` records apart."""
-        idx = np.flatnonzero(flagged)
-        return np.split(idx, np.flatnonzero(np.diff(idx) > self.cluster) + 1)
+        return runs_of(np.flatnonzero(flagged), self.cluster)
 
     def _recovered(self, v: np.ndarray, level: np.ndarray, g: np.ndarray) -> bool:
         """The ``cluster`` records after a group are back near the level (halfway to min_ratio)."""

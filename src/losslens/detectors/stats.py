@@ -77,6 +77,11 @@ def settled(residual: np.ndarray, window: int) -> slice:
     return slice(min(window // 2, len(residual) // 5), None)
 
 
+def runs_of(idx: np.ndarray, gap: int = 1) -> list[np.ndarray]:
+    """Sorted indices ``idx`` in runs: a new run wherever two are more than ``gap`` apart."""
+    return np.split(idx, np.flatnonzero(np.diff(idx) > gap) + 1) if len(idx) else []
+
+
 def kept(ok: np.ndarray, *arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     """``arrays`` where ``ok`` holds: the arrays themselves where it holds everywhere (a long
     run's arrays are not copied for a selection of all of them), else their selections."""

@@ -36,7 +36,6 @@ class Recorder:
         self.rank = rank
         self._file = self.path.open("w", encoding="utf-8")
         self._pending: list[list[int]] = []
-        self.steps = 0
 
     def micro_batch(self, lengths: list[int]) -> None:
         """One micro-batch fed to the model (its samples' lengths)."""
@@ -51,7 +50,6 @@ class Recorder:
         self._file.write(json.dumps(rec, separators=(",", ":")) + "\n")
         self._file.flush()
         self._pending = []
-        self.steps += 1
 
     def close(self) -> None:
         self._file.close()

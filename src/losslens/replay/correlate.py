@@ -177,12 +177,13 @@ def seed_specific(r: np.ndarray, observed: np.ndarray, others: np.ndarray, alpha
     shape every seed of the sampler shares (a length-grouped sampler's sawtooth has the same phase
     for every seed, so a plain correlation cannot tell this order from any other)? Two statistics,
     each computed for every seed: the loss with the shared shape (the mean over all seeds) fitted
-    out, rank-correlated with the seed's lengths ranked among all seeds step by step (``level``);
-    and the loss's step-to-step changes rank-correlated with the seed's (``step_to_step``: where
-    seeds share the shape they differ at its edges, the steps where a grouped sampler moves from
-    one length to the next, and there the right order's changes line up with the loss's). The
-    seed under test against the others is a permutation test on the larger of its two ranks
-    among the seeds (all seeds are exchangeable when the loss ignores the order)."""
+    out, rank-correlated with the seed's lengths ranked among all seeds step by step
+    (``seed_specific``); and the loss's step-to-step changes rank-correlated with the seed's
+    (``step_to_step``: where seeds share the shape they differ at its edges, the steps where a
+    grouped sampler moves from one length to the next). The sampler's sequences alone pick the
+    one tested (``step_to_step`` where every seed feeds the same lengths at half the steps or
+    more); the seed under test against the others is a permutation test (all seeds are
+    exchangeable when the loss ignores the order)."""
     k = len(others)
     rows = np.vstack([observed[None, :], others])  # row 0: the seed under test
     shape = rows.mean(0)

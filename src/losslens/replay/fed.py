@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from losslens.detectors.stats import detrend, settled, spearman
 from losslens.errors import InputError
 from losslens.replay.align import TOLERANCE
 
@@ -164,8 +165,6 @@ def settled_residual(y: np.ndarray, idx: np.ndarray, interval: int, base: int = 
     centred window is cut short and the trend lags the loss's fast early fall: that edge sits at
     step 0 in every run, as the start of a sampler's first mega-batch does, and the two would
     line up whatever the loss follows. (residual, its ``idx``, the trend, the window)."""
-    from losslens.detectors.stats import detrend, settled
-
     w = detrend_window(len(y), interval, base)
     r, trend = detrend(y, w)
     keep = settled(r, w)
@@ -204,6 +203,17 @@ def in_long_runs(bucket: np.ndarray, at: np.ndarray, k: int) -> float:
     return float(np.mean(lengths[run_id[at]] >= k))
 
 
+def misaligned(alignment: dict, message: str, allow: bool) -> None:
+    """A log and a record (or replay) that do not line up: refused (UsageError) unless
+    ``allow``, then carried in ``alignment["warning"]`` beside any other."""
+    if not allow:
+        from losslens.errors import UsageError
+
+        raise UsageError(f"the log and the record do not line up: {message} "
+                         "(--allow-misalignment to correlate anyway)")
+    alignment["warning"] = "; ".join(filter(None, [alignment.get("warning"), message]))
+
+
 def correlate_fed(steps: np.ndarray, loss: np.ndarray, fed: Fed, offset: int = 0, shifts: int = 99,
                   seed: int = 0, window: int = 201, run_k: int = 4, allow_misalignment: bool = False,
                   logged_loss: str = "mean") -> dict:
@@ -212,8 +222,6 @@ def correlate_fed(steps: np.ndarray, loss: np.ndarray, fed: Fed, offset: int = 0
     median level taken per bucket, and its ladder peaks and spikes checked for sitting in runs of
     same-bucket steps. The null keeps both series as they are and only breaks their alignment:
     the fed sequence shifted circularly by at least a tenth of its length, ``shifts`` times."""
-    from losslens.detectors.stats import spearman
-
     pos = np.searchsorted(fed.steps, steps.astype(np.int64) - offset)
     pos = np.minimum(pos, len(fed.steps) - 1)
     matched = fed.steps[pos] == steps.astype(np.int64) - offset
@@ -226,23 +234,13 @@ def correlate_fed(steps: np.ndarray, loss: np.ndarray, fed: Fed, offset: int = 0
                    f"covers steps {fed.steps[0]:,}-{fed.steps[-1]:,}, the log {steps.min() - offset:,}-"
                    f"{steps.max() - offset:,} after --step-offset {offset}): check --step-offset and "
                    "that the record counts optimizer steps as the log does")
-        if not allow_misalignment:
-            from losslens.errors import UsageError
-
-            raise UsageError(f"the log and the record do not line up: {message} "
-                             "(--allow-misalignment to correlate anyway)")
-        alignment["warning"] = message
+        misaligned(alignment, message, allow_misalignment)
     span = (float(fed.steps[-1] - fed.steps[0]) + 1) / max(1.0, float(steps.max() - steps.min()) + 1)
     if span >= 1.5 and len(steps) > 1:
         message = (f"the record holds steps {fed.steps[0]:,}-{fed.steps[-1]:,}, the log "
                    f"{steps.min() - offset:,}-{steps.max() - offset:,}: {span:.1f} times as many: a record "
                    "per micro-batch against a log per optimizer step, or a log that stops early")
-        if not allow_misalignment:
-            from losslens.errors import UsageError
-
-            raise UsageError(f"the log and the record do not line up: {message} "
-                             "(--allow-misalignment to correlate anyway)")
-        alignment["warning"] = "; ".join(filter(None, [alignment.get("warning"), message]))
+        misaligned(alignment, message, allow_misalignment)
     if ok.sum() < 10:
         note = "fewer than 10 logged steps match a recorded step (see --step-offset)"
         return {"aligned_records": int(ok.sum()), "rho": None, "p_value": None, "note": note,
@@ -303,8 +301,6 @@ def nearby_offsets(r: np.ndarray, idx: np.ndarray, mean_len: np.ndarray, k_log: 
     a shifted log): their correlations go into ``alignment``, and one that lines up clearly
     better than the offset used (its Fisher z higher by 3 standard errors) is a warning there:
     the steps disagree, never silently."""
-    from losslens.detectors.stats import spearman
-
     near = {}
     for d in (-2, -1, 1, 2):
         j = idx + d
@@ -317,7 +313,7 @@ def nearby_offsets(r: np.ndarray, idx: np.ndarray, mean_len: np.ndarray, k_log: 
     if best is not None and z[1] - z[0] >= 3 / np.sqrt(max(1, len(idx) - 3)):
         message = (f"the loss lines up with the replay at --step-offset {best} (ρ={near[best]:+.2f}), "
                    f"not at {offset} (ρ={rho:+.2f}): a 0- or 1-based step count, or a shifted log")
-        alignment["warning"] = "; ".join(filter(None, [alignment.get("warning"), message]))
+        misaligned(alignment, message, allow=True)
 
 
 def logged_words(k: int) -> str:
