@@ -71,7 +71,7 @@ def main() -> None:
                 y = loss_for(mean_len, level, rng)
                 steps = np.arange(n)
                 v = correlate_fed(steps, y, fed, seed=t)
-                hits["batches"].append(v["p_value"])
+                hits["batches"].append(v["verdict"]["p_value"])
                 r, _ = detrend(y, 201)
                 hits["sampler"].append(seed_specific(r, mean_len, others)["p_value"] or 1.0)
             for path in rows:

@@ -255,9 +255,11 @@ def correlate_fed(steps: np.ndarray, loss: np.ndarray, fed: Fed, offset: int = 0
     levels = {int(k): round(float(np.median(r[fed.bucket[idx] == k])), 4) for k in np.unique(fed.bucket[idx])}
     in_runs = in_long_runs(fed.bucket, events, run_k)
     rng = np.random.default_rng(seed)
-    null, null_runs = [], []
-    for k in misaligning_shifts(fed.mean_len, shifts, rng):
-        null.append(spearman(r, logged_view(np.roll(fed.mean_len, k), idx, k_log)))
+    ks, periodic = misaligning_shifts(fed.mean_len, shifts, rng)
+    null, null_runs, views = [], [], []
+    for k in ks:
+        views.append(logged_view(np.roll(fed.mean_len, k), idx, k_log))
+        null.append(spearman(r, views[-1]))
         null_runs.append(in_long_runs(np.roll(fed.bucket, k), events, run_k))
     out = dependence(int(ok.sum()), rho, null, levels, ratio, len(events), in_runs, null_runs, run_k,
                      {"unmatched_records": int((~ok).sum()), "alignment": alignment, "against": fed.measure,
@@ -266,33 +268,58 @@ def correlate_fed(steps: np.ndarray, loss: np.ndarray, fed: Fed, offset: int = 0
                       "null": f"{shifts} circular shifts of the fed sequence (none that lines it up "
                               f"with itself again)", "null_seeds": shifts})
     tests = {"circular_shift": {"rho": out["rho"], "p_value": out["p_value"]}}
-    out["verdict"] = (verdict(True, out["p_value"], "batches", tests) if out["p_value"] <= 0.01
-                      else not_found(out["p_value"], "batches", tests, null, alignment))
+    if periodic and len(r) > 3:
+        # a sequence that lines up with itself again has its phase fixed at step 0 in every run, as
+        # a loss's early fall and anything periodic from the start have theirs: the levels line up
+        # whatever the loss follows, and its few distinct shifts make a coarse null. The changes
+        # from step to step are tested instead, their null variance from both series'
+        # autocorrelations (Bartlett's formula)
+        a, b = np.diff(r), np.diff(logged_view(fed.mean_len, idx, k_log))
+        steps_rho = spearman(a, b)
+        null = [spearman(a, np.diff(v)) for v in views]
+        tests["circular_shift"]["tested"] = False
+        tests["step_to_step"] = {"rho": round(steps_rho, 4), "p_value": bartlett_p(a, b, steps_rho),
+                                 "tested": True,
+                                 "why": "the fed sequence is periodic (a shift lines it up with itself "
+                                        "again): its levels keep their phase at step 0 in every run"}
+    p = tests["step_to_step" if "step_to_step" in tests else "circular_shift"]["p_value"]
+    out["verdict"] = (verdict(True, p, "batches", tests) if p <= 0.01
+                      else not_found(p, "batches", tests, null, alignment))
     return out
 
 
 REALIGNED = 0.3  # a shift whose sequence correlates this much with the unshifted one lines it up again
 
 
-def misaligning_shifts(x: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+def misaligning_shifts(x: np.ndarray, count: int, rng: np.random.Generator) -> tuple[np.ndarray, bool]:
     """``count`` circular shifts of ``x`` for a null that breaks only the alignment: at least a
     tenth of its length, and none that lines the sequence up with itself again (a periodic or
     run-structured sequence shifted by about its period is the same sequence, and its
     correlation with the loss would be the observed one: the null would lose its power). The
     shifts kept have an autocorrelation of at most REALIGNED (or the least realigning half, where
-    too few do); drawn with replacement where fewer than ``count`` are left."""
+    too few do); drawn with replacement where fewer than ``count`` are left. Returns the shifts
+    and whether any shift left out lined the sequence up again (the sequence is periodic)."""
     n = len(x)
     lo, hi = max(1, n // 10), max(2, n - n // 10)
     ks = np.arange(lo, hi)
     if len(ks) == 0:
-        return rng.integers(1, max(2, n), count)
+        return rng.integers(1, max(2, n), count), False
     c = x - x.mean()
     acf = np.fft.irfft(np.abs(np.fft.rfft(c)) ** 2, n)  # circular: as the shifts wrap
     acf = acf / acf[0] if acf[0] > 0 else np.zeros(n)
     ok = ks[np.abs(acf[ks]) <= REALIGNED]
     if len(ok) < max(10, len(ks) // 10):
         ok = ks[np.argsort(np.abs(acf[ks]), kind="stable")[: max(1, len(ks) // 2)]]
-    return rng.choice(ok, count, replace=len(ok) < count)
+    return rng.choice(ok, count, replace=len(ok) < count), _lines_up_again(acf)
+
+
+def _lines_up_again(acf: np.ndarray) -> bool:
+    """Whether a sequence with this circular autocorrelation is periodic: past the first shift
+    where it stops resembling itself, a longer one makes it resemble itself again (a slow drift
+    such as a sorted order only decays, up to half its length)."""
+    half = acf[1: len(acf) // 2 + 1]
+    below = np.flatnonzero(half <= REALIGNED)
+    return bool(len(below) and np.any(half[below[0]:] > REALIGNED))
 
 
 def nearby_offsets(r: np.ndarray, idx: np.ndarray, mean_len: np.ndarray, k_log: int, rho: float, offset: int,
@@ -404,3 +431,21 @@ def attribute(findings: list, correlation: dict, decided: dict, alpha: float = 0
             f = replace(f, evidence=ev, summary=f.summary + f" — replay: {said}")
         out.append(f)
     return out
+
+
+def bartlett_p(a: np.ndarray, b: np.ndarray, rho: float) -> float:
+    """Two-sided p of a rank correlation ``rho`` between two autocorrelated series, its null
+    variance from Bartlett's formula (1 + 2 sum of the products of their autocorrelations) / n."""
+    from math import erfc, sqrt
+
+    from losslens.detectors.stats import ranks
+
+    n = len(a)
+    ra, rb = ranks(a) - (n - 1) / 2, ranks(b) - (n - 1) / 2
+    m = 1 << (2 * n - 1).bit_length()
+    acf_a = np.fft.irfft(np.abs(np.fft.rfft(ra, m)) ** 2, m)[:n]
+    acf_b = np.fft.irfft(np.abs(np.fft.rfft(rb, m)) ** 2, m)[:n]
+    acf_a, acf_b = acf_a / acf_a[0], acf_b / acf_b[0]
+    lags = max(1, n // 4)
+    var = (1 + 2 * float(np.sum(acf_a[1:lags] * acf_b[1:lags]))) / n
+    return float(erfc(abs(rho) / sqrt(2 * max(var, 1e-12))))

@@ -60,11 +60,14 @@ def verdict_line(r: dict[str, Any]) -> Text:
     """One sentence: does the loss follow the batches, by which method, with which p-value."""
     v = r["verdict"]
     c = r.get("correlation", {})
+    steps = v["tests"].get("step_to_step", {})
+    periodic = bool(steps.get("tested") and "why" in steps)  # a record (or fixed order) that repeats
+    against = ("a periodic sequence: its step-to-step changes, p from Bartlett's variance" if periodic
+               else f"against {c.get('null_seeds', 0)} circular shifts of it")
     if v["method"] == "batches":
-        how = f"what the run fed, against {c.get('null_seeds', 0)} circular shifts of it"
+        how = f"what the run fed, {against}"
     elif "circular_shift" in v["tests"]:  # a sampler whose order no seed changes
-        how = (f"{r['strategy']} replayed, the same order for every seed, against "
-               f"{c.get('null_seeds', 0)} circular shifts of it")
+        how = f"{r['strategy']} replayed, the same order for every seed, {against}"
     elif v["method"] == "order-free":
         how = f"order-free: {r['strategy']}'s bucket shares and period from the lengths, the order unknown"
     else:
@@ -72,6 +75,8 @@ def verdict_line(r: dict[str, Any]) -> Text:
                "beyond the shape all seeds share")
     if v["dependence"]:
         rho = f"; loss vs batch length ρ={c['rho']:+.2f}" if c.get("rho") is not None else ""
+        if periodic:
+            rho = f"; step-to-step ρ={steps['rho']:+.2f}"
         return Text(f"verdict: the loss follows the batches (p={v['p_value']:.2g}; {how}{rho}) — cause: "
                     "batch_composition", style="bold red")
     if v["dependence"] is None:
@@ -130,6 +135,10 @@ def _correlation(r: dict[str, Any]) -> list[Any]:
                 f"loss vs the {'fed' if fed else 'replayed'} batch {c.get('against', 'length')} ({logged}): "
                 f"Spearman ρ={c['rho']:+.3f}, p={c['p_value']:.3g} over {null} ({c['aligned_records']} "
                 "records)"))
+            steps = r.get("verdict", {}).get("tests", {}).get("step_to_step", {})
+            if steps.get("tested") and "why" in steps:
+                parts.append(Text(f"its step-to-step changes, the test carried ({steps['why']}): "
+                                  f"ρ={steps['rho']:+.3f}, p={steps['p_value']:.3g} (Bartlett's variance)"))
             spec = r.get("verdict", {}).get("tests", {}).get("seed_specific")
             if spec:
                 parts.append(Text(f"beyond the shape all seeds share: ρ={spec['rho']:+.3f}, "

@@ -11,8 +11,9 @@ import numpy as np
 import polars as pl
 import pytest
 
+from losslens.detectors.stats import spearman
 from losslens.errors import InputError, UsageError
-from losslens.replay.fed import correlate_fed, load_fed
+from losslens.replay.fed import Fed, bartlett_p, correlate_fed, load_fed, misaligning_shifts
 from tests.conftest import ROOT
 
 BOUNDS = (0, 770, 1216, 1728, 2432, 3296, 8193)
@@ -146,3 +147,55 @@ def load_fed_from(lengths: list[list[int]]):
         path = Path(d) / "fed.jsonl"
         path.write_text("".join(json.dumps({"step": s, "lengths": x}) + "\n" for s, x in enumerate(lengths)))
         return load_fed(path, BOUNDS)
+
+
+def sawtooth_record(n: int = 1250, period: int = 50, seed: int = 0) -> Fed:
+    """What a length-grouped sampler feeds: each mega-batch of ``period`` steps from its longest
+    batch down to its shortest, the longest first in the run."""
+    rng = np.random.default_rng(seed)
+    lengths = np.concatenate([np.sort(rng.lognormal(5.5, 0.7, period))[::-1] for _ in range(n // period)])
+    return Fed(np.arange(n), lengths, lengths, np.searchsorted([256, 512, 1024], lengths), "length")
+
+
+def falling_loss(fed: Fed, rho: float, seed: int) -> np.ndarray:
+    """A loss with a steep early fall and AR(1) noise, following the record at about ``rho``."""
+    rng = np.random.default_rng(seed)
+    n = len(fed.mean_len)
+    e = np.zeros(n)
+    for i, s in enumerate(rng.standard_normal(n)[1:], 1):
+        e[i] = 0.5 * e[i - 1] + s
+    z = (fed.mean_len - fed.mean_len.mean()) / fed.mean_len.std()
+    return 2 + 1.5 * np.exp(-np.arange(n) / 300) + 0.05 * (e / e.std() + rho / np.sqrt(1 - rho ** 2) * z)
+
+
+def test_a_periodic_record_is_tested_step_to_step_and_keeps_its_level() -> None:
+    fed = sawtooth_record()
+    out = [correlate_fed(np.arange(1250), falling_loss(fed, 0.0, s), fed, seed=s) for s in range(60)]
+    tests = out[0]["verdict"]["tests"]
+    assert tests["step_to_step"]["tested"] and not tests["circular_shift"]["tested"]
+    # the circular shift of the levels gave p <= 0.01 in 7 % of such runs; the step-to-step test
+    # is at its level (expected 0.6 of 60)
+    assert sum(o["verdict"]["p_value"] <= 0.01 for o in out) <= 2
+    found = [correlate_fed(np.arange(1250), falling_loss(fed, 0.6, s), fed, seed=s) for s in range(10)]
+    assert all(o["verdict"]["dependence"] is True for o in found)
+
+
+def test_bartlett_p_is_the_plain_rank_test_on_white_series() -> None:
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal(500), rng.standard_normal(500)
+    rho = spearman(a, b)
+    assert bartlett_p(a, b, rho) == pytest.approx(spearmanr(a, b).pvalue, abs=0.03)
+    # a shared slow wave makes the plain test far too sure; Bartlett's variance does not
+    t = np.arange(500)
+    wave = np.sin(t / 20)
+    a, b = wave + 0.3 * rng.standard_normal(500), wave + 0.3 * rng.standard_normal(500)
+    assert spearmanr(a, b).pvalue < 1e-50 and bartlett_p(a, b, spearman(a, b)) > 1e-6
+
+
+def test_only_a_sequence_that_lines_up_again_is_periodic() -> None:
+    rng = np.random.default_rng(0)
+    for x, periodic in ((sawtooth_record().mean_len, True), (np.sort(rng.lognormal(5, 1, 1000)), False),
+                        (rng.lognormal(5, 1, 1000), False)):
+        assert misaligning_shifts(x, 99, rng)[1] is periodic
