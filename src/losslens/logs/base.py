@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from losslens.logs.sink import Accounting, Sink, feed_line
 from losslens.logs.source import Source, decode_lines
@@ -156,9 +158,10 @@ class Format:
     # specific format reads at least a quarter as many sample lines
     generic: bool = False
     keeps_records: bool = False  # its parser revisits records it emitted (never compacted)
-    # a column-wise reader for large files: 'module:function' under logs/formats, a
-    # ``columnar.Rows`` (see ``columnar.read_columns``); the parser reads the lines it leaves
-    rows: str = ""
+    # a column-wise reader for large files, in the format's own module: (text, lineno, sink,
+    # parser) -> the rows it read (``columnar.Rows``, run by ``columnar.read_format``); the parser
+    # reads the lines it leaves
+    rows: Callable[..., Any] | None = None
 
     def sniff(self, lines: list[str]) -> int:
         """How many of these sample lines (non-blank, from the head) this format reads."""
@@ -176,14 +179,9 @@ class Format:
              head: list[str] | None = None) -> None:
         """Read ``src`` into ``sink`` and ``acc``: line by line (``strip``: without a capture's
         prefixes, see ``feed_ranked``), or as one document for a whole-file format. A format with
-        a faster path overrides this (``head``: the file's first lines, as sniffed)."""
+        a faster path of its own overrides this (``head``: the file's first lines, as sniffed);
+        one with ``rows`` is read column-wise by ``columnar.read_format``."""
         if not self.whole_file:
-            first = next((x.rstrip("\r") for x in head or () if x.strip()), None)
-            if self.rows and first is not None and not small(src):
-                from losslens.logs.columnar import read_columns, rows_of
-
-                read_columns(src, self.parser_for(sink, first), sink, acc, strip, rows_of(self))
-                return
             read_lines(src, self, sink, acc, strip)
             return
         data = src.read_all()

@@ -13,7 +13,6 @@ import io
 import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from importlib import import_module
 from typing import Any, Final, TypeVar
 
 import numpy as np
@@ -28,6 +27,7 @@ from losslens.logs.base import (
     feed_ranked,
     finish_fed,
     local_time_ms,
+    small,
 )
 from losslens.logs.names import (
     MAGNITUDE,
@@ -541,10 +541,16 @@ def without_prefixes(chunk: bytes, first_lineno: int, strip: bool, sink: Sink
 Rows = Callable[[pl.Series, pl.Series, Sink, Any], pl.Series]  # (text, lineno, sink, parser)
 
 
-def rows_of(fmt: Format) -> Rows:
-    """The column-wise reader ``fmt.rows`` names ('module:function' under logs/formats)."""
-    module, function = fmt.rows.split(":")
-    return getattr(import_module(f"losslens.logs.formats.{module}"), function)  # type: ignore[no-any-return]
+def read_format(fmt: Format, src: Source, sink: Sink, acc: Accounting, strip: bool,
+                head: list[str]) -> None:
+    """Read ``src`` with ``fmt``: column-wise with its ``rows`` where it has them and the file is
+    not small (``head``: the file's first lines, as sniffed: the first non-blank one picks the
+    parser, a CSV's delimiter), else as the format reads itself (``Format.read``)."""
+    first = next((x.rstrip("\r") for x in head if x.strip()), None)
+    if fmt.rows is not None and not fmt.whole_file and first is not None and not small(src):
+        read_columns(src, fmt.parser_for(sink, first), sink, acc, strip, fmt.rows)
+        return
+    fmt.read(src, sink, acc, strip, head)
 
 
 def read_columns(src: Source, parser: LineParser, sink: Sink, acc: Accounting, strip: bool,

@@ -12,6 +12,7 @@ import polars as pl
 
 from losslens.errors import InputError, NotALog
 from losslens.logs.base import RANK_PREFIX, Format, strip_prefixes
+from losslens.logs.columnar import read_format
 from losslens.logs.frame import LogData, Segment, assemble, from_arrays
 from losslens.logs.names import unwrapped
 from losslens.logs.registry import BY_NAME, FORMATS, check_format
@@ -230,7 +231,7 @@ def _read(src: Source, format: str | None) -> LogData:
             samples = Samples.of(sample, limit)
     sink, acc = Sink(source_name=os.path.basename(src.name)), Accounting()
     strip = not fmt.whole_file and strips(fmt, sample, limit, samples)
-    fmt.read(src, sink, acc, strip, head_lines[:SNIFF_LINES])
+    read_format(fmt, src, sink, acc, strip, head_lines[:SNIFF_LINES])
     if src.stopped:  # a gzip log cut short
         sink.lost.append(f"{src.stopped}: read up to there")
     if src.hole_bytes:

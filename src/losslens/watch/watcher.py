@@ -22,7 +22,7 @@ from losslens.errors import LossLensError
 from losslens.findings import Finding, Report, Severity
 from losslens.logs import BY_NAME, sniff
 from losslens.logs.base import Format, LineParser, feed_ranked, finish_fed
-from losslens.logs.columnar import read_chunk, rows_of
+from losslens.logs.columnar import read_chunk
 from losslens.logs.formats.kv import columns
 from losslens.logs.frame import assemble
 from losslens.logs.names import canonical
@@ -252,8 +252,9 @@ class Watcher:
             self.templates = columns.read_chunk(chunk, self.acc.total + 1, self.templates, sink,
                                                 self.acc, self.parser, self.strip)
         else:
+            assert self.format.rows is not None  # (feed_batch's condition)
             read_chunk(chunk, self.acc.total + 1, sink, self.acc, self.parser, self.strip,
-                       rows_of(self.format))
+                       self.format.rows)
         del sink.idle_lines[:]  # accounted by read_chunk
         train, n_train = self._rows(sink.frames, sink.train)
         evals, _ = self._rows(sink.eval_frames, sink.eval)

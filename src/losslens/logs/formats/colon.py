@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
+
+import numpy as np
+import polars as pl
 
 from losslens.logs.base import (
     ANSI,
@@ -29,6 +33,12 @@ from losslens.logs.base import (
     leading_time,
     strip_prefixes,
     whole,
+)
+from losslens.logs.columnar import (
+    add_rows,
+    any_of,
+    leading_times,
+    metric_columns,
 )
 from losslens.logs.names import (
     ALIASES,
@@ -559,6 +569,87 @@ def _outside(line: str, start: int, end: int, keep: list[tuple[int, int]]) -> st
     return "".join(out)
 
 
+
+COLON_SAMPLE = 500  # lines of a chunk whose shapes are counted
+
+
+COLON_SHAPES = 4  # the commonest shapes read column-wise (each a regex pass over the chunk)
+
+
+def colon_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = None) -> pl.Series:
+    """The 'key: value' reader's single-line records ('Step 100 | loss: 2.31 | lr: 1e-4'): the
+    commonest line shapes among the chunk's first lines (``colon.shape``), each read by one regex
+    into the pairs the per-line parser reads. The parser reads every other line (multi-line
+    records, heads, evaluation lines) and the first record of each run of such lines (it closes
+    any record being assembled, which takes that line's rank and capture time); it is told
+    where the others stood (``read_elsewhere``)."""
+    from collections import Counter
+
+    # the commonest skeletons (the lines' text, digits aside), each shaped from its first line
+    first: dict[str, str] = {}
+    counts: Counter[str] = Counter()
+    for line in text.head(COLON_SAMPLE).drop_nulls().to_list():
+        skeleton = DIGITS.sub("0", line)
+        first.setdefault(skeleton, line)
+        counts[skeleton] += 1
+    forms: list[Shape] = []
+    for skeleton, seen in counts.most_common():
+        if seen < 2 or len(forms) == COLON_SHAPES:
+            break
+        if (form := shape(first[skeleton])) is not None:
+            forms.append(form)
+    hits: list[np.ndarray] = []
+    found: list[pl.DataFrame] = []
+    simple = np.zeros(len(text), dtype=bool)
+    for form in forms:
+        groups = text.str.extract_groups(form.pattern).struct.unnest()
+        hit = groups["v0"].is_not_null().fill_null(False).to_numpy() & ~simple
+        simple |= hit
+        hits.append(hit)
+        found.append(groups)
+    # a run's first record goes to the parser: the line before it (blank lines aside) is one of
+    # the parser's, or in the chunk before
+    filled = np.flatnonzero(~(text.is_null() | (text.str.strip_chars().str.len_bytes() == 0)).to_numpy())
+    follows = np.zeros(len(text), dtype=bool)
+    follows[filled[1:]] = simple[filled[:-1]]
+    done = np.zeros(len(text), dtype=bool)
+    read_lines: list[np.ndarray] = []
+    read_steps: list[np.ndarray] = []
+    names: list[tuple[int, str, str]] = []
+    for form, hit, groups in zip(forms, hits, found, strict=True):
+        hit &= follows
+        if not hit.any():
+            continue
+        mask = pl.Series(hit)
+        g = groups.filter(mask)
+        raws = [g[f"v{i}"] + suffix if suffix else g[f"v{i}"] for i, suffix in enumerate(form.suffixes)]
+        known = dict(sink.names)  # the names these rows give are the parser's to set, in line order
+        step, cols, unread = metric_columns(sink, form.keys, raws, exact=True)
+        if form.step_word:  # 'Step 100': where no pair gave a step
+            step = step.fill_null(g["s"].cast(pl.Int64, strict=False))
+        if form.epoch_word and "epoch" not in cols:
+            cols["epoch"] = g["e"].cast(pl.Float64)
+            sink.names.setdefault("epoch", "Epoch")
+        given = [(n, k) for n, k in sink.names.items() if n not in known]
+        sink.names = known
+        bad = any_of([*unread, step.is_null()], len(g))
+        lines = lineno.filter(mask)
+        add_rows(sink, {"step": step, "line": lines, "time": leading_times(text.filter(mask))}, cols, bad)
+        took = ~bad.to_numpy()
+        if not took.any():
+            continue
+        done[np.flatnonzero(hit)[took]] = True
+        read_lines.append(lines.to_numpy()[took])
+        read_steps.append(step.to_numpy()[took])
+        names += [(int(read_lines[-1][0]), n, k) for n, k in given]  # every row read names them all
+    if read_lines and parser is not None:
+        order_lines, order_steps = np.concatenate(read_lines), np.concatenate(read_steps)
+        order = np.argsort(order_lines, kind="stable")
+        parser.read_elsewhere(order_lines[order].tolist(), order_steps[order].tolist(),  # type: ignore[attr-defined]
+                              names)
+    return pl.Series(done)
+
+
 class Colon(Format):
     """--format colon: loose console lines of 'key: value' or 'word number' pairs around a step (Keras,
     timm, mmengine, custom prints); generic, chosen only when no specific format reads the log."""
@@ -569,7 +660,7 @@ class Colon(Format):
     example = ("1875/1875 [==============================] - 5s 3ms/step - loss: 0.2345 - accuracy: "
                "0.9312 - val_loss: 0.1789 - val_accuracy: 0.9467")
 
-    rows = "line_columns:colon_rows"  # single-line records column-wise for large files
+    rows = staticmethod(colon_rows)  # column-wise for large files
 
     def sniff(self, lines: list[str]) -> int:
         return sum(1 for x in lines if _is_colon_record(x))

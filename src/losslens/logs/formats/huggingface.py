@@ -1,5 +1,7 @@
 """Hugging Face Trainer: trainer_state.json (log_history) and the dicts its stdout prints
-(TRL, ms-swift and LLaMA-Factory print the same), bare nan/inf included."""
+(TRL, ms-swift and LLaMA-Factory print the same), bare nan/inf included. A large stdout log's
+dicts are read column-wise (``hf_rows``).
+"""
 
 from __future__ import annotations
 
@@ -10,10 +12,16 @@ import re
 import warnings
 from typing import Any
 
+import numpy as np
+import polars as pl
+
 from losslens.errors import FormatError
 from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser, whole
-from losslens.logs.formats.jsonl import account_document, array_items
-from losslens.logs.mappings import BARE_NONFINITE, emit_mapping, load_json, no_surrogates
+from losslens.logs.columnar import (
+    ENGINE,
+)
+from losslens.logs.formats.jsonl import account_document, array_items, read_objects
+from losslens.logs.mappings import BARE_NONFINITE, SUMMARY_KEYS, emit_mapping, load_json, no_surrogates
 from losslens.logs.names import canonical, is_training_metric
 from losslens.logs.sink import Accounting, Sink
 from losslens.logs.tqdm import rate_of, step_times
@@ -241,10 +249,57 @@ class _HFParser(RegexLineParser):
             ev["step"] = by_line[k - 1][1] if k else 0
 
 
+
+# a dict Python printed that JSON reads the same once its quotes are swapped: string keys, values
+# that are numbers, strings with no quote or backslash, or lists of numbers
+_NUM = r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
+
+
+_STR = r"'[^'\"\\{}]*'"  # (no brace: PYDICT finds no dict where a key holds one)
+
+
+_VALUE = rf"(?:{_NUM}|{_STR}|\[(?:{_NUM}(?:, {_NUM})*)?\])"
+
+
+HF_FLAT = rf"^\{{{_STR}: {_VALUE}(?:, {_STR}: {_VALUE})*\}}$"
+
+
+HF_SUMMARY = "|".join(f"'{k}'" for k in SUMMARY_KEYS)
+
+
+BAR = r"\d+/\d+ \[[^\]]*?(?:it/s|s/it)\]"  # huggingface.TQDM
+
+
+def hf_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: Any) -> pl.Series:
+    """The Trainer's printed dicts read column-wise while no progress bar has been seen (a bar's
+    count is the step of the dicts after it: from the first bar on, the per-line parser reads);
+    the parser learns whether the dicts carried their own steps (see ``_HFParser.finish``)."""
+    read = np.zeros(text.len(), dtype=bool)
+    if parser.bars:
+        return pl.Series(read)
+    line = pl.col("text")
+    body = line.str.replace_all("'", '"', literal=True)
+    parts = pl.LazyFrame({"text": text}).select(  # (one query: polars' cost is per query)
+        line.str.contains(BAR).any().alias("bar"),
+        (line.str.contains(HF_FLAT) & ~line.str.contains(HF_SUMMARY)).fill_null(False).alias("flat"),
+        body.alias("body"), body.str.count_matches('": ', literal=True).alias("keys"),  # (flat: leaves)
+    ).collect(engine=ENGINE)
+    if parts["bar"].any():
+        return pl.Series(read)
+    flat = parts["flat"]
+    if flat.any():
+        done, steps = read_objects(parts["body"].filter(flat), lineno.filter(flat), sink,
+                                   parts["keys"].filter(flat), evals=False)
+        read[flat.arg_true().to_numpy()] = done
+        parser.own_steps |= bool(steps.is_not_null().any())
+        parser.stepless |= bool(steps.is_null().any())
+    return pl.Series(read)
+
+
 class HFStdout(Format):
     """--format hf: the Trainer's printed dicts ({'loss': ..., 'epoch': ...}) among progress bars."""
     name = "hf"
-    rows = "jsonl_columns:hf_rows"  # column-wise for large files, until a progress bar shows
+    rows = staticmethod(hf_rows)  # column-wise for large files
     keeps_records = True  # finish() may rebuild the steps of buffered output
     title = ("Hugging Face Trainer / TRL / ms-swift stdout: {'loss': ...} dicts (string values "
              "too) among tqdm redraws (step times from their rate)")

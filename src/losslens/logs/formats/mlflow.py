@@ -6,8 +6,20 @@ import re
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from losslens.errors import FormatError
 from losslens.logs.base import COMMON_NOISE, Format, LineParser, RegexLineParser, local_time_ms, whole
+from losslens.logs.columnar import (
+    add_rows,
+    any_of,
+    local_times,
+    matched,
+    metric_columns,
+)
+from losslens.logs.fields import (
+    less_rows,
+)
 from losslens.logs.names import canonical
 from losslens.logs.sink import INT64, Accounting, Sink
 
@@ -32,13 +44,37 @@ class _MlflowMetricParser(RegexLineParser):
         return None
 
 
+
+# mlflow.MLFLOW_LINE as the columns read it: ASCII digits only (Python's \d takes any digit, and
+# int() reads them), the line exactly that (the per-line parser strips it first)
+_MLFLOW = (r"^(?<ts>[0-9]{10,13}) (?<value>[-+]?(?:[0-9]+\.?[0-9]*(?:[eE][-+]?[0-9]+)?|nan|inf|-inf|"
+           r"NaN|Infinity))(?: (?<step>[0-9]+))?$")
+
+
+def mlflow_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = None) -> pl.Series:
+    """An MLflow metric file's 'timestamp value step' lines: one metric, named by the file, at
+    the local wall time (``columnar.local_times``) of the timestamp, in ms or s."""
+    hit, g = matched(text, _MLFLOW)
+    if not hit.any():
+        return hit
+    ts = g["ts"].cast(pl.Int64)
+    ms = pl.select(pl.when(g["ts"].str.len_bytes() > 10).then(pl.lit(ts)).otherwise(pl.lit(ts) * 1000))
+    when = local_times(ms.to_series())
+    step = pl.select(pl.when(g["step"].is_null()).then(0).otherwise(g["step"].cast(pl.Int64, strict=False))
+                     ).to_series()
+    _, cols, unread = metric_columns(sink, [sink.source_name or "value"], [g["value"]], exact=True)
+    bad = any_of(unread, len(g))
+    add_rows(sink, {"step": step, "line": lineno.filter(hit), "time": when}, cols, bad)
+    return less_rows(hit, bad)
+
+
 class MlflowMetric(Format):
     """--format mlflow: an MLflow metric file (timestamp value step per line)."""
     name = "mlflow"
     title = ("MLflow file store: a run folder (mlruns/<exp>/<run>/metrics/*) or one metric file "
              "('timestamp value step' lines; the file name is the metric)")
     example = "1701361200123 2.4977 10"
-    rows = "line_columns:mlflow_rows"  # column-wise for large files
+    rows = staticmethod(mlflow_rows)  # column-wise for large files
 
     def sniff(self, lines: list[str]) -> int:
         return sum(1 for x in lines if MLFLOW_LINE.match(x.strip()))

@@ -117,7 +117,7 @@ def test_fairseq_same_keys_read_as_the_long_form(seed: int) -> None:
     space or a tab, an empty one, a key missing, moved or twice) is left to the long form."""
     import polars as pl
 
-    from losslens.logs.formats.line_columns import _fairseq_long, _same_pairs
+    from losslens.logs.formats.fairseq import _fairseq_long, _same_pairs
     from losslens.logs.sink import Sink
 
     rng = random.Random(seed)
@@ -146,7 +146,10 @@ def test_same_keys_read_as_the_long_form(seed: int) -> None:
     row with a key missing, moved, renamed or twice leaves the whole chunk to the long form."""
     import polars as pl
 
-    from losslens.logs.formats.line_columns import _TITAN_PAIR, _key_columns, _long, _same_keys, _titan_pair
+    from losslens.logs.fields import key_columns as _key_columns
+    from losslens.logs.fields import long_pairs as _long
+    from losslens.logs.fields import same_keys as _same_keys
+    from losslens.logs.formats.torchtitan import _TITAN_PAIR, _titan_pair
     from losslens.logs.sink import Sink
 
     rng = random.Random(seed)
@@ -181,7 +184,7 @@ def test_megatron_same_fields_read_as_the_long_form(seed: int) -> None:
     moved, renamed, cased otherwise or twice leaves the whole chunk to the long form."""
     import polars as pl
 
-    from losslens.logs.formats.line_columns import _long_fields, _same_fields
+    from losslens.logs.formats.megatron import _long_fields, _same_fields
     from losslens.logs.sink import Sink
 
     rng = random.Random(seed)
@@ -276,7 +279,7 @@ def test_modded_nanogpt_common_sequences_read_by_position() -> None:
     two spaces, a key twice, text past ASCII) to the long form."""
     import polars as pl
 
-    from losslens.logs.formats.line_columns import _modded_same
+    from losslens.logs.formats.nanogpt import _modded_same
     from losslens.logs.sink import Sink
 
     body = ["step:1/9 val_loss:3.5 train_time:9ms", "step:2/9 train_loss:3.4 train_time:10ms",
@@ -386,7 +389,7 @@ def test_olmo_same_keys_read_as_the_long_form(tmp_path, monkeypatch, same: str, 
     """OLMo records that all hold the first record's fields, in order, are read position by
     position, and give what the long form and the per-line parser give; any other record leaves
     the chunk to the long form."""
-    from losslens.logs.formats import line_columns
+    from losslens.logs.formats import olmo
 
     records = [list(r) for r in OLMO_SAME[same]]
     fields = [x.strip() for x in records[0][1:]]
@@ -402,11 +405,11 @@ def test_olmo_same_keys_read_as_the_long_form(tmp_path, monkeypatch, same: str, 
     path = tmp_path / "olmo.log"
     path.write_text("\n".join(x for r in records for x in r) + "\n")
     took = []
-    same_keys = line_columns._olmo_same_keys
-    monkeypatch.setattr(line_columns, "_olmo_same_keys", lambda *a: took.append(same_keys(*a)) or took[-1])
+    same_keys = olmo._olmo_same_keys
+    monkeypatch.setattr(olmo, "_olmo_same_keys", lambda *a: took.append(same_keys(*a)) or took[-1])
     fast = read_log(path, "olmo")
     assert [t is not None for t in took] == [other is None]
-    monkeypatch.setattr(line_columns, "_olmo_same_keys", lambda *a: None)
+    monkeypatch.setattr(olmo, "_olmo_same_keys", lambda *a: None)
     slow = read_log(path, "olmo")
     assert fast.lines.as_dict() == slow.lines.as_dict() and fast.names == slow.names
     assert_frame_equal(fast.train, slow.train, check_exact=True)
@@ -627,8 +630,7 @@ def test_colon_single_line_records_are_read_column_wise() -> None:
     record being assembled) are read by their shape's regex."""
     import polars as pl
 
-    from losslens.logs.formats.colon import Colon
-    from losslens.logs.formats.line_columns import colon_rows
+    from losslens.logs.formats.colon import Colon, colon_rows
     from losslens.logs.sink import Sink
 
     r = random.Random(0)
@@ -724,8 +726,7 @@ def test_lightning_bar_groups_as_the_regex_reads_them() -> None:
     redraws (text before or after the bar, a ']' or '|' inside, no rate, two rates, 's/it/s')."""
     import polars as pl
 
-    from losslens.logs.formats.lightning import LIGHTNING_BAR
-    from losslens.logs.formats.line_columns import bar_groups
+    from losslens.logs.formats.lightning import LIGHTNING_BAR, bar_groups
 
     rng = random.Random(0)
     segs = pl.Series([rng.choice(BAR_ODD) for _ in range(3000)] + BAR_ODD + [None])
@@ -773,7 +774,7 @@ def test_lightning_bars_alike_read_by_position(tmp_path, monkeypatch, chunks_of,
     parser's, values that are no number ('abc', 'nan', '') and eval changes included; a chunk
     with one redraw of other keys, or a part the pair pattern reads otherwise ('a=1,b=2'), goes
     through the long form."""
-    from losslens.logs.formats import line_columns
+    from losslens.logs.formats import lightning
 
     chunks_of(chunk)
     r = random.Random(len(postfix) + chunk)
@@ -789,8 +790,8 @@ def test_lightning_bars_alike_read_by_position(tmp_path, monkeypatch, chunks_of,
     path = tmp_path / "bar.log"
     path.write_text("\n".join(lines) + "\n")
     long = []
-    original = line_columns._lightning_long
-    monkeypatch.setattr(line_columns, "_lightning_long", lambda segs: long.append(1) or original(segs))
+    original = lightning._lightning_long
+    monkeypatch.setattr(lightning, "_lightning_long", lambda segs: long.append(1) or original(segs))
     assert_same(path, "lightning")
     assert not long  # (every chunk read by position)
     bar, _, post = lines[2].partition("it/s, ")  # (a redraw of epoch 1: its postfix's parts glued)
