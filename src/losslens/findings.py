@@ -22,6 +22,7 @@ report is unchanged) but never an ``ERROR``: input that could not be read is nev
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -135,11 +136,33 @@ class Report:
         return Gate(fail_on, forced_metrics).judge(self).code
 
     def _repr_html_(self) -> str:
-        from losslens.reporters.html import section
-
         style = (".losslens .error{color:#d62728;font-weight:600}.losslens .warning{color:#ff7f0e}"
                  ".losslens .info{color:#1f77b4}.losslens .meta{color:#555}")  # scoped: not the notebook's
-        return f'<div class="losslens"><style>{style}</style>{section(self)}</div>'
+        return f'<div class="losslens"><style>{style}</style>{self.html_head()}</div>'
+
+    def html_head(self) -> str:
+        """The HTML page's head for this log: what was read, notes, and the findings table (also
+        what a Report shows in a notebook)."""
+        rows = "".join(
+            f'<tr><td class="{f.severity}">{f.severity}</td><td>{html.escape(f.kind)}</td>'
+            f'<td>{html.escape(f.metric)}</td><td>{step_range(f.start_step, f.end_step)}</td>'
+            f'<td>{html.escape(f.summary)}</td></tr>' for f in self.findings)
+        table = (f'<table id="findings"><tr><th>severity</th><th>kind</th><th>metric</th><th>steps</th>'
+                 f'<th>summary</th></tr>{rows}</table>' if rows else '<p id="findings">no findings</p>')
+        lines = self.lines
+        meta = (f'format {self.format}; {lines["total"]:,} lines ({lines["parsed"]:,} parsed, '
+                f'{lines["skipped"]:,} skipped, {lines["blank"]:,} blank); {self.steps["count"]:,} train '
+                f'records, {steps_text(self.steps["first"], self.steps["last"])}; {self.eval_records} eval '
+                f'records; {self.segments} segment(s)')
+        if self.loss:
+            meta += f'; loss: column {self.loss["column"]!r} ({self.loss["why"]})'
+        skipped = "; ".join(f"{n:,} {reason}" for reason, n in sorted(self.skipped_reasons.items(),
+                                                                       key=lambda kv: -kv[1]))
+        said = [f"skipped lines: {skipped}"] if skipped else []
+        said += [f"note: {n}" for n in self.notes]
+        notes = "".join(f'<div class="meta">{html.escape(x)}</div>' for x in said)
+        return (f'<h1>{html.escape(self.source)}</h1><div class="meta">{html.escape(meta)}</div>'
+                f'{notes}{table}')
 
     def as_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "source": self.source, "format": self.format,

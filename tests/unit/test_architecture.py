@@ -121,9 +121,7 @@ LOWER = {"findings": {"errors"}, "logs": {"errors", "findings", "progress"},
 
 def test_imports_run_downwards() -> None:
     """The layers in docs/architecture.md: logs/ never imports detectors/ or above, detectors/
-    never the analysis or above, the analysis never a runner, watch, replay or reporter. (A
-    Report shows itself in a notebook through the page's head: that one import, inside
-    ``_repr_html_``, is made when Jupyter asks, not when findings load.)"""
+    never the analysis or above, the analysis never a runner, watch, replay or reporter."""
     import ast
 
     root = Path(cli.__file__).parent
@@ -133,16 +131,81 @@ def test_imports_run_downwards() -> None:
         if part not in LOWER:
             continue
         tree = ast.parse(path.read_text())
-        display = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
-                   and f.name == "_repr_html_" for n in ast.walk(f)}
         for node in ast.walk(tree):
-            if id(node) in display or not isinstance(node, ast.ImportFrom):
+            if not isinstance(node, ast.ImportFrom):
                 continue
             if (node.module or "").startswith("losslens."):
                 target = node.module.split(".")[1]
                 if target != part and target not in LOWER[part]:
                     wrong.append(f"{path.relative_to(root)} imports losslens.{target}")
     assert wrong == []
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Every module of the package and the modules it imports, at its top or inside a function
+    (an import made on first use is an import all the same); not those under ``TYPE_CHECKING``,
+    which never run. ``from package import name`` imports ``package.name`` where that is a
+    module, else ``package``."""
+    import ast
+
+    root = Path(cli.__file__).parent
+
+    def name_of(path: Path) -> str:
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    modules = {name_of(p): p for p in root.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text())
+        typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+                       and "TYPE_CHECKING" in ast.unparse(block.test) for n in ast.walk(block)}
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges = set()
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, *([node.module] if node.module else [])])
+                subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in modules]
+                targets = subs + ([base] if len(subs) < len(node.names) else [])
+            else:
+                continue
+            for t in targets:
+                while t not in modules and "." in t:
+                    t = t.rpartition(".")[0]
+                if t in modules and t != name:
+                    edges.add(t)
+        graph[name] = edges
+    return graph
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    """No import circle, lazy imports counted: each module can be read knowing only those below
+    it (a circle, found depth first, is named module by module)."""
+    graph = import_graph()
+    assert len(graph) > 100 and "losslens.logs.formats.fairseq" in graph["losslens.logs.registry"]
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    circles: list[list[str]] = []
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for t in sorted(graph[m]):
+            if state.get(t) == 1:
+                circles.append([*path[path.index(t):], t])
+            elif t not in state:
+                visit(t, [*path, t])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert circles == []
 
 
 @pytest.mark.slow

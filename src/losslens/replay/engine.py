@@ -11,7 +11,7 @@ import torch
 from losslens.replay.bounds import bound_efficiency, optimize_bounds
 from losslens.replay.lengths import load_lengths
 from losslens.replay.order import order_stats, run_lengths, shuffled_max_runs
-from losslens.replay.request import SCHEMA
+from losslens.replay.schema import SCHEMA
 from losslens.replay.strategies import EXACTNESS, STRATEGIES, Epoch, Plan, build_epochs
 
 CPU_SHUFFLED = 10_000_000  # batches shuffled in all for the longest-run Monte-Carlo on a CPU

@@ -11,6 +11,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from losslens.errors import UsageError
+from losslens.replay.schema import SCHEMA
 
 if TYPE_CHECKING:
     import numpy as np
@@ -18,7 +19,6 @@ if TYPE_CHECKING:
     from losslens.findings import Report
     from losslens.logs import LogData
 
-SCHEMA = "losslens.replay/1"
 SEED_BOUNDS = (0, 770, 1216, 1728, 2432, 3296, 8193)  # the seed incident's buckets
 MAX_REPLAYED = 200_000_000  # samples × epochs
 MAX_OPTIMIZED_BUCKETS = 64  # the bound search is O(K · distinct lengths²)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from losslens.findings import Report, Severity, step_range, steps_text
+from losslens.findings import Report, Severity
 from losslens.reporters.chart import PANELS, downsampled, fmt, nice_ticks, robust_top, tick_label
 
 if TYPE_CHECKING:
@@ -209,31 +209,6 @@ def _buckets(steps: np.ndarray, bucket: np.ndarray, x0: float, x1: float) -> str
             f'{rects}</g></svg></svg>')
 
 
-def section(report: Report) -> str:
-    """The page's head for one log: what was read, notes, and the findings table (also what a
-    Report shows in a notebook)."""
-    rows = "".join(
-        f'<tr><td class="{f.severity}">{f.severity}</td><td>{html.escape(f.kind)}</td>'
-        f'<td>{html.escape(f.metric)}</td><td>{step_range(f.start_step, f.end_step)}</td>'
-        f'<td>{html.escape(f.summary)}</td></tr>' for f in report.findings)
-    table = (f'<table id="findings"><tr><th>severity</th><th>kind</th><th>metric</th><th>steps</th>'
-             f'<th>summary</th></tr>{rows}</table>' if rows else '<p id="findings">no findings</p>')
-    lines = report.lines
-    meta = (f'format {report.format}; {lines["total"]:,} lines ({lines["parsed"]:,} parsed, '
-            f'{lines["skipped"]:,} skipped, {lines["blank"]:,} blank); {report.steps["count"]:,} train '
-            f'records, {steps_text(report.steps["first"], report.steps["last"])}; {report.eval_records} eval '
-            f'records; {report.segments} segment(s)')
-    if report.loss:
-        meta += f'; loss: column {report.loss["column"]!r} ({report.loss["why"]})'
-    skipped = "; ".join(f"{n:,} {reason}" for reason, n in sorted(report.skipped_reasons.items(),
-                                                                   key=lambda kv: -kv[1]))
-    said = [f"skipped lines: {skipped}"] if skipped else []
-    said += [f"note: {n}" for n in report.notes]
-    notes = "".join(f'<div class="meta">{html.escape(x)}</div>' for x in said)
-    return (f'<h1>{html.escape(report.source)}</h1><div class="meta">{html.escape(meta)}</div>'
-            f'{notes}{table}')
-
-
 def index(pages: list[tuple[Report, str]], folder: str) -> str:
     """One page linking the page of each log, worst first, with its findings count."""
     import os
@@ -284,7 +259,7 @@ def render(report: Report, log, replay_steps: np.ndarray | None = None,
             extra.append(_histogram(log, f))
     if correlation and correlation.get("rho") is not None:
         extra.append(_bucket_levels(correlation))
-    head = section(report)
+    head = report.html_head()
     flat = (f'<div class="hint">constant over the run: {html.escape(", ".join(constant))}</div>'
             if constant else "")
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>losslens: '

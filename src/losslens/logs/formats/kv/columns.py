@@ -34,7 +34,7 @@ from losslens.logs.columnar import (
     unit_of,
     without_prefixes,
 )
-from losslens.logs.formats.kv import ESPNET_BATCH, ESPNET_RESULTS, KV, TOKRATE
+from losslens.logs.formats.kv.patterns import ESPNET_BATCH, ESPNET_RESULTS, KV, TOKRATE
 from losslens.logs.names import columnar
 from losslens.logs.sink import Accounting, Sink, feed_line
 from losslens.logs.source import Source, count_lines, decode_lines
