@@ -9,12 +9,13 @@ from pathlib import Path
 from polars.testing import assert_frame_equal
 
 from losslens import read_log
-from losslens.logs.base import read_lines
 from losslens.logs.frame import LogData, assemble
-from losslens.logs.reader import Samples, strips, with_capture_times
+from losslens.logs.reader import with_capture_times
 from losslens.logs.registry import BY_NAME
 from losslens.logs.sink import Accounting, Sink
+from losslens.logs.sniff import Samples, strips
 from losslens.logs.source import decode_lines, open_source
+from losslens.logs.stream import read_file
 
 
 def read_per_line(path: str | Path, format: str) -> LogData:
@@ -25,7 +26,8 @@ def read_per_line(path: str | Path, format: str) -> LogData:
         fmt = BY_NAME[format]
         head = decode_lines(src.head)
         strip = strips(fmt, head)
-        read_lines(src, fmt, sink, acc, strip=strip)
+        first = next((x.rstrip("\r") for x in head if x.strip()), None)
+        read_file(src, fmt, sink, acc, strip, first, columnar=False)
         return with_capture_times(assemble(src.name, format, sink, acc), Samples.of(head), strip)
     finally:
         src.close()

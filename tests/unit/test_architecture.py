@@ -14,7 +14,7 @@ from losslens import cli, read_log
 from losslens.analysis import analyze
 from losslens.detectors import REGISTRY, Detector, Series
 from losslens.findings import Finding, Severity, Skipped
-from losslens.logs import BY_NAME, reader
+from losslens.logs import BY_NAME, registry
 from losslens.logs.base import Format, LineParser
 
 TOY_LINE = re.compile(r"^toy #(\d+): loss is ([\d.]+|nan)$")
@@ -59,7 +59,7 @@ class AboveThree(Detector):
 
 def test_a_toy_format_and_detector_are_their_own_code_plus_a_registry_line(tmp_path: Path,
                                                                            monkeypatch) -> None:
-    monkeypatch.setattr(reader, "FORMATS", (*reader.FORMATS, Toy()))  # the one registry line
+    monkeypatch.setattr(registry, "FORMATS", (*registry.FORMATS, Toy()))  # the one registry line
     path = tmp_path / "toy.log"
     path.write_text("".join(f"toy #{i}: loss is {2 + (i % 10 == 9) * 1.5:.1f}\n" for i in range(40))
                     + "a line the toy format does not read\n")

@@ -159,8 +159,8 @@ class Format:
     generic: bool = False
     keeps_records: bool = False  # its parser revisits records it emitted (never compacted)
     # a column-wise reader for large files, in the format's own module: (text, lineno, sink,
-    # parser) -> the rows it read (``columnar.Rows``, run by ``columnar.read_format``); the parser
-    # reads the lines it leaves
+    # parser) -> the rows it read (``columnar.Rows``, run on each chunk by ``stream.LineStream``);
+    # the parser reads the lines it leaves
     rows: Callable[..., Any] | None = None
 
     def sniff(self, lines: list[str]) -> int:
@@ -177,13 +177,10 @@ class Format:
 
     def read(self, src: Source, sink: Sink, acc: Accounting, strip: bool = False,
              head: list[str] | None = None) -> None:
-        """Read ``src`` into ``sink`` and ``acc``: line by line (``strip``: without a capture's
-        prefixes, see ``feed_ranked``), or as one document for a whole-file format. A format with
-        a faster path of its own overrides this (``head``: the file's first lines, as sniffed);
-        one with ``rows`` is read column-wise by ``columnar.read_format``."""
+        """Read a whole document into ``sink`` and ``acc`` (whole-file formats: a line format's
+        lines are read by ``stream.LineStream``)."""
         if not self.whole_file:
-            read_lines(src, self, sink, acc, strip)
-            return
+            raise TypeError(f"{self.name} is read line by line (logs/stream.py)")
         data = src.read_all()
         text = data.decode("utf-8", errors="replace")
         lines = decode_lines(data)
@@ -226,36 +223,6 @@ COMMON_NOISE: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ \S+:\d+\]"
                 r"|^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] \S+:\d+\]"), "framework log line"),
 )
-
-
-def read_lines(src: Source, fmt: Format, sink: Sink, acc: Accounting, strip: bool = False) -> None:
-    """Every line of ``src`` through ``fmt``'s parser, each accounted (parsed, skipped with its
-    reason, blank); records become frames as they go unless the format revisits them."""
-    parser = None
-    lineno = 0
-    for chunk in src.chunks():
-        if not fmt.keeps_records:
-            sink.compact()
-        for line in decode_lines(chunk):
-            lineno += 1
-            if line.endswith("\r"):
-                line = line.rstrip("\r")
-            if not line.strip():
-                acc.blank += 1
-                continue
-            if "\x00" in line:
-                acc.skip("binary data", lineno, line)
-                continue
-            if parser is None:
-                parser = fmt.parser_for(sink, line)
-            reason = feed_ranked(parser, sink, lineno, line, strip)
-            if reason is None:
-                acc.parsed += 1
-            else:
-                acc.skip(reason, lineno, line)
-    if parser is not None:
-        finish_fed(parser, sink)
-    acc.total = lineno
 
 
 def feed_ranked(parser: LineParser, sink: Sink, lineno: int, line: str, strip: bool = False) -> str | None:

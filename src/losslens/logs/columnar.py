@@ -22,12 +22,9 @@ from losslens.logs.base import (
     CAPTURE_TIME,
     PREFIXES,
     TIMESTAMP,
-    Format,
     LineParser,
     feed_ranked,
-    finish_fed,
     local_time_ms,
-    small,
 )
 from losslens.logs.names import (
     MAGNITUDE,
@@ -40,7 +37,7 @@ from losslens.logs.names import (
     unreserved,
 )
 from losslens.logs.sink import Accounting, Sink, feed_line
-from losslens.logs.source import Source, count_lines, decode_lines
+from losslens.logs.source import count_lines, decode_lines
 
 GROUPED = r"^[-+]?[0-9][0-9,]*(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?$"  # digits with commas, nothing else
 CLOCK = r"^(?:(?<d>\d+) (?i:days?), )?(?<h>\d+):(?<m>\d\d):(?<s>\d\d(?:\.\d+)?)$"
@@ -539,26 +536,6 @@ def without_prefixes(chunk: bytes, first_lineno: int, strip: bool, sink: Sink
 
 
 Rows = Callable[[pl.Series, pl.Series, Sink, Any], pl.Series]  # (text, lineno, sink, parser)
-
-
-def read_format(fmt: Format, src: Source, sink: Sink, acc: Accounting, strip: bool,
-                head: list[str]) -> None:
-    """Read ``src`` with ``fmt``: column-wise with its ``rows`` where it has them and the file is
-    not small (``head``: the file's first lines, as sniffed: the first non-blank one picks the
-    parser, a CSV's delimiter), else as the format reads itself (``Format.read``)."""
-    first = next((x.rstrip("\r") for x in head if x.strip()), None)
-    if fmt.rows is not None and not fmt.whole_file and first is not None and not small(src):
-        read_columns(src, fmt.parser_for(sink, first), sink, acc, strip, fmt.rows)
-        return
-    fmt.read(src, sink, acc, strip, head)
-
-
-def read_columns(src: Source, parser: LineParser, sink: Sink, acc: Accounting, strip: bool,
-                 rows: Rows) -> None:
-    """A line format chunk by chunk (see ``read_chunk``), then the parser's ``finish``."""
-    for chunk in src.chunks():
-        read_chunk(chunk, acc.total + 1, sink, acc, parser, strip, rows)
-    finish_fed(parser, sink)
 
 
 def ranked_feed(sink: Sink, strip: bool) -> Callable[[Any, int, str], str | None]:

@@ -11,7 +11,7 @@ import dataclasses
 import math
 import os
 import time
-from collections import Counter, deque
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,20 +20,13 @@ import polars as pl
 from losslens.analysis import analyze
 from losslens.errors import LossLensError
 from losslens.findings import Finding, Report, Severity
-from losslens.logs import BY_NAME, sniff
-from losslens.logs.base import Format, LineParser, feed_ranked, finish_fed
-from losslens.logs.columnar import read_chunk
-from losslens.logs.formats.kv import columns
+from losslens.logs import BY_NAME
+from losslens.logs.base import Format
 from losslens.logs.frame import assemble
 from losslens.logs.names import canonical
-from losslens.logs.reader import strips
 from losslens.logs.sink import Accounting, Sink
+from losslens.logs.stream import LineStream
 
-FAST_BATCH = 500  # a batch of this many kv lines is read vectorised
-# lines held before the format is known (about the 8 MiB read_log sniffs: a real log can open
-# with 5,000 lines of compiler warnings); then kv is assumed
-SNIFF_MAX = 1 << 16
-SNIFF_AFTER = 20  # non-blank lines before the format is guessed
 PASSED = "before the start (--tail / --from-end)"
 
 
@@ -89,22 +82,15 @@ class Watcher:
                  metrics: tuple[str, ...] = ()):
         self.source = source
         self.metrics = metrics
-        self.format: Format | None = BY_NAME[fmt] if fmt else None
         self.registry = registry
         self.ignore = ignore
         self.confirm = confirm
         self.cooldown_s = cooldown_s
-        self.sink = Sink(source_name=os.path.basename(source))
+        # the lines: read by the same code as read_log's (the format chosen by its rules)
+        self.stream = LineStream(os.path.basename(source), BY_NAME[fmt] if fmt else None)
         self.window = window
         self.train: deque[dict] = deque(maxlen=window)
         self.evals: deque[dict] = deque(maxlen=max(100, window // 10))
-        self.acc = Accounting()
-        self.parser: LineParser | None = None
-        self.strip = False  # feed lines without a capture's prefixes (decided with the format)
-        self.pending: list[tuple[int, str]] = []
-        self.next_sniff = SNIFF_AFTER
-        self.sniffed_at = 0.0
-        self.first_pending = 0.0
         self.active: dict[tuple, Active] = {}
         self.report: Report | None = None
         self.new_records = 0
@@ -114,151 +100,65 @@ class Watcher:
         self.watched = frozenset(nonfinite[0].metrics) | {canonical(m) for m in metrics} if nonfinite \
             else frozenset()
         self.nonfinite: dict[str, dict[str, Any]] = {}
-        self.templates: list[columns.Template] | None = None  # for large batches of kv lines
         self.urgent = False  # a metric was read non-finite for the first time: analyse now
-        self.notes: list[str] = []  # what following the file may have cost (rotations, truncations)
-        # a generic format ('key: value') sniffed from the first lines may be a preamble's: its
-        # lines are kept and sniffed again as they double, and a specific format found in them
-        # re-reads them all (a HF Trainer log opens with 'CUDA version: 11.8' lines)
-        self.provisional = False
-        self.replay: list[tuple[int, str]] = []
-        self.next_resniff = 0
-        self.before = Accounting()  # the accounting before the provisional format read a line
+        self.names: dict[str, str] = {}  # the metrics' names as the log wrote them
+
+    @property
+    def format(self) -> Format | None:
+        """The log's format (None until the first lines chose it)."""
+        return self.stream.format
+
+    @property
+    def acc(self) -> Accounting:
+        """Every line so far: parsed, skipped with its reason, blank."""
+        return self.stream.acc
+
+    @property
+    def notes(self) -> list[str]:
+        """What following the file may have cost (rotations, truncations, a format changed)."""
+        return self.stream.notes
 
     def pass_over(self, n: int) -> None:
         """``n`` lines before the start (``watch --tail``/``--from-end``): counted, not read."""
-        self.acc.total += n
-        self.acc.skipped[PASSED] += n
+        self.stream.pass_over(n, PASSED)
 
     def feed(self, line: str) -> None:
-        self.acc.total += 1
-        lineno = self.acc.total
-        line = line.rstrip("\r")
-        if not line.strip():
-            self.acc.blank += 1
-            return
-        if self.parser is None:
-            self.pending.append((lineno, line))
-            if len(self.pending) == 1:
-                self.first_pending = time.monotonic()
-            if self.format is None and len(self.pending) < self.next_sniff and not self._due():
-                return
-            self._start()
-            return
-        if self.provisional:
-            self.replay.append((lineno, line))
-            if len(self.replay) >= self.next_resniff and self._resniff():
-                return  # (this line too was read again)
-        self._parse(lineno, line)
+        """One line as it comes."""
+        self.stream.feed(line)
+        self._take()
 
-    def _due(self) -> bool:
-        """Sniff now although fewer lines than planned are pending: a slow live log (the first
-        pending line 2 s old), sniffed again at most once a second."""
-        now = time.monotonic()
-        return now - self.first_pending >= 2.0 and now - self.sniffed_at >= 1.0
+    def feed_batch(self, lines: list[str]) -> None:
+        """Lines as they come (a large batch is read column-wise where the format has a way)."""
+        self.stream.feed_lines(lines)
+        self._take()
 
     def tick(self) -> None:
-        """Called while idle: a slow log's few pending lines get their format in time."""
-        if self.parser is None and self.pending and self.format is None and self._due():
-            self._start()
+        """Called while idle: a slow log's few held lines get their format in time."""
+        self.stream.tick()
+        self._take()
 
     def hint(self, lines: list[str]) -> None:
         """The format from the file's first lines (``watch --tail`` starts past them)."""
-        if self.format is None and lines:
-            fmt, _ = sniff(lines)
-            if fmt is not None and not fmt.whole_file:
-                self.format = fmt
-                self.provisional = fmt.generic
+        self.stream.hint(lines)
 
-    def _start(self) -> None:
-        if self.format is None:
-            # every pending line (a preamble of thousands of lines may come before the first
-            # record, as read_log looks 8 MiB deep): the sniffs, at doubling counts, stay linear
-            fmt, _ = sniff([x for _, x in self.pending], limit=len(self.pending))
-            self.sniffed_at = time.monotonic()
-            if fmt is None or fmt.whole_file:
-                if len(self.pending) < SNIFF_MAX:
-                    # sniff again when the pending lines have doubled: the cost stays linear in
-                    # the lines read before the format is known (it sniffed at every line)
-                    self.next_sniff = min(2 * len(self.pending), SNIFF_MAX)
-                    return
-                fmt = BY_NAME["kv"]
-            self.format = fmt
-            self.provisional = fmt.generic
-        self.parser = self.format.parser(self.sink)
-        self.strip = strips(self.format, [x for _, x in self.pending], limit=max(1, len(self.pending)))
-        pending, self.pending = self.pending, []
-        if self.provisional:
-            self.before = Accounting(parsed=self.acc.parsed, skipped=Counter(self.acc.skipped),
-                                     examples=dict(self.acc.examples))
-            self.replay = list(pending)
-            self.next_resniff = 2 * len(pending)
-        for lineno, line in pending:
-            self._parse(lineno, line)
+    def finish_input(self) -> None:
+        """The end of the input: its last record closed (key=value where no format was found)."""
+        self.stream.finish(fallback=BY_NAME["kv"])
+        self._take()
 
-    def _resniff(self) -> bool:
-        """Sniff the lines read under a provisional format again; True when a specific format
-        reads them better and has re-read them all."""
-        lines = [x for _, x in self.replay]
-        fmt, _ = sniff(lines, limit=len(lines))
-        self.next_resniff = 2 * len(lines)
-        if fmt is not None and not fmt.generic and not fmt.whole_file:
-            self._switch(fmt)
-            return True
-        if len(lines) >= SNIFF_MAX:
-            self.provisional, self.replay = False, []
-        return False
-
-    def _switch(self, fmt: Format) -> None:
-        """Read the kept lines again with ``fmt``, from the accounting before them."""
-        replay, old = self.replay, self.format
-        self.provisional, self.replay = False, []
-        self.acc.parsed, self.acc.skipped = self.before.parsed, Counter(self.before.skipped)
-        self.acc.examples = dict(self.before.examples)
-        self.sink = Sink(source_name=self.sink.source_name)
-        self.train.clear()
-        self.evals.clear()
-        self.nonfinite.clear()
-        self.new_records, self.templates = 0, None
-        self.format = fmt
-        self.parser = fmt.parser(self.sink)
-        self.strip = strips(fmt, [x for _, x in replay], limit=len(replay))
-        self.notes.append(f"the first lines read as {old.name if old else '?'}, then as {fmt.name} once "
-                          f"its lines came: {len(replay):,} lines read again")
-        for lineno, line in replay:
-            self._parse(lineno, line)
-
-    def feed_batch(self, lines: list[str]) -> None:
-        """``feed`` for each line; a large batch of a key=value log (a backlog, a log followed
-        from its top, a fast writer) is read vectorised, as ``read_log`` reads it."""
-        i = 0
-        while self.parser is None and i < len(lines):
-            self.feed(lines[i])
-            i += 1
-        rest = lines[i:] if i else lines
-        if len(rest) >= FAST_BATCH and self.format is not None and not self.provisional and \
-                (self.format.name == "kv" or self.format.rows):  # (a guess's lines are kept to re-read)
-            self._parse_fast(rest)
+    def _take(self) -> None:
+        """The records read since the last call into the bounded window."""
+        taken = self.stream.take()
+        if taken is None:
             return
-        for line in rest:
-            self.feed(line)
-
-    def _parse_fast(self, lines: list[str]) -> None:
-        assert self.parser is not None
-        sink = self.sink
-        chunk = "\n".join(lines).replace("\r", "").encode("utf-8", errors="replace") + b"\n"
-        assert self.format is not None
-        if self.format.name == "kv":
-            self.templates = columns.read_chunk(chunk, self.acc.total + 1, self.templates, sink,
-                                                self.acc, self.parser, self.strip)
-        else:
-            assert self.format.rows is not None  # (feed_batch's condition)
-            read_chunk(chunk, self.acc.total + 1, sink, self.acc, self.parser, self.strip,
-                       self.format.rows)
-        del sink.idle_lines[:]  # accounted by read_chunk
-        train, n_train = self._rows(sink.frames, sink.train)
-        evals, _ = self._rows(sink.eval_frames, sink.eval)
-        del sink.frames[:], sink.eval_frames[:], sink.train[:], sink.eval[:]
+        if taken.restarted:  # the lines were read again with another format
+            self.train.clear()
+            self.evals.clear()
+            self.nonfinite.clear()
+            self.new_records = 0
+        self.names = self.stream.names
+        train, n_train = self._rows(taken.frames, taken.train)
+        evals, _ = self._rows(taken.eval_frames, taken.eval)
         self.train.extend(train)
         self.evals.extend(evals)
         self.new_records += n_train
@@ -281,39 +181,6 @@ class Watcher:
         if frames and records:
             out.sort(key=lambda r: r["line"])
         return out[-keep:], n
-
-    def _parse(self, lineno: int, line: str) -> None:
-        assert self.parser is not None
-        n_train, n_eval = len(self.sink.train), len(self.sink.eval)
-        reason = feed_ranked(self.parser, self.sink, lineno, line, self.strip)
-        if reason is None:
-            self.acc.parsed += 1
-        else:
-            self.acc.skip(reason, lineno, line)
-        # move new records into the bounded window (the sink is only a mailbox)
-        self._arrived(self.sink.train[n_train:])
-        self._check(self.sink.eval[n_eval:])
-        self.train.extend(self.sink.train[n_train:])
-        self.evals.extend(self.sink.eval[n_eval:])
-        self.new_records += len(self.sink.train) - n_train
-        del self.sink.train[:], self.sink.eval[:]
-
-    def finish_input(self) -> None:
-        if self.parser is None and self.pending:
-            if self.format is None:
-                fmt, _ = sniff([x for _, x in self.pending], limit=len(self.pending))
-                self.format = fmt if fmt is not None and not fmt.whole_file else BY_NAME["kv"]
-            self._start()
-        if self.provisional and self.replay:
-            self._resniff()  # (the end of the input: what the lines are is known now)
-        self.provisional, self.replay = False, []
-        if self.parser is not None:
-            n = len(self.sink.train)
-            finish_fed(self.parser, self.sink)
-            self._arrived(self.sink.train)
-            self.train.extend(self.sink.train[:])
-            self.new_records += len(self.sink.train) - n
-            del self.sink.train[:]
 
     def _arrived(self, records: list[dict]) -> None:
         """New train records on their way into the window: the per-record check, then list
@@ -367,7 +234,7 @@ class Watcher:
         if not self.train and not self.evals:
             return []
         sink = Sink(train=[dict(r) for r in self.train], eval=[dict(r) for r in self.evals],
-                    names=dict(self.sink.names))
+                    names=dict(self.names))
         acc = Accounting(total=self.acc.total, parsed=self.acc.parsed, blank=self.acc.blank)
         try:
             log = assemble(self.source, self.format.name if self.format else "?", sink, acc)
@@ -378,8 +245,8 @@ class Watcher:
     def analyse_log(self, log: Any, now: float | None = None) -> list[Event]:
         """Re-analyse a whole re-read log (event files, MLflow runs: records, not lines)."""
         now = time.time() if now is None else now
-        self.acc = log.lines
-        self.format = BY_NAME.get(log.format)
+        self.stream.acc = log.lines
+        self.stream.format = BY_NAME.get(log.format)
         window = log.train.tail(self.window)
         self.train = deque(window.iter_rows(named=True), maxlen=self.window)
         return self._debounce(dataclasses.replace(log, train=window), now, None)

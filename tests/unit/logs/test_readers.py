@@ -439,7 +439,7 @@ def test_sniff_passes_over_generic_formats_only_where_they_cannot_win() -> None:
     colon lines with lines of specific formats in every proportion."""
     import random
 
-    from losslens.logs.reader import Samples, _sniff
+    from losslens.logs.sniff import Samples, _sniff
     from losslens.logs.source import decode_lines
     from tests.conftest import REALLOGS
     from tests.naive import sniff_reference

@@ -12,6 +12,7 @@ import pytest
 
 from losslens import synth
 from losslens.config import load
+from losslens.logs.stream import LineStream
 from losslens.watch import Follower, Watcher
 from tests.conftest import FIXTURES
 
@@ -129,11 +130,11 @@ def test_sniffing_a_long_unrecognised_preamble_is_bounded(monkeypatch) -> None:
     time the pending lines double (or a second later), on every pending line (kv is assumed only
     at SNIFF_MAX): every line is accounted for, and the sniffer ran a handful of times, not once
     a line."""
-    import losslens.watch.watcher as watch
+    import losslens.logs.stream as stream
 
     calls = []
-    real = watch.sniff
-    monkeypatch.setattr(watch, "sniff", lambda lines, **kw: calls.append(len(lines)) or real(lines, **kw))
+    real = stream.choose
+    monkeypatch.setattr(stream, "choose", lambda lines, *a: calls.append(len(lines)) or real(lines, *a))
     s = load(None)
     w = Watcher("x", None, s.registry(), frozenset())
     for i in range(5000):
@@ -238,7 +239,7 @@ def test_a_slow_log_gets_its_format_without_waiting_for_twenty_lines(monkeypatch
     w.feed("step=1 loss=2.5")
     w.feed("step=2 loss=nan")
     w.tick()
-    assert w.parser is None  # just arrived: more lines may come to sniff on
+    assert w.stream.parser is None  # just arrived: more lines may come to sniff on
     clock[0] += 2.5
     w.tick()  # two seconds on, the two lines are all there is: sniff them
     assert w.format is not None and w.format.name == "kv" and w.acc.parsed == 2
@@ -255,8 +256,8 @@ def _line_by_line_and_batched(monkeypatch, lines: list[str], window: int, format
     for line in lines:
         one.feed(line)
     calls = []
-    monkeypatch.setattr(Watcher, "_parse_fast", lambda self, b, f=Watcher._parse_fast: (
-        calls.append(len(b)), f(self, b))[1])
+    monkeypatch.setattr(LineStream, "_chunk", lambda self, b, f=LineStream._chunk: (
+        calls.append(b.count(b"\n")), f(self, b))[1])
     many.feed_batch(lines[:first])
     many.feed_batch(lines[first:])
     assert calls == (fast if fast is not None else [len(lines) - first])
@@ -382,7 +383,7 @@ def test_a_generic_format_that_holds_stays() -> None:
     for line in lines:
         w.feed(line)
     w.finish_input()
-    assert w.format is not None and w.format.name == "colon" and not w.notes and not w.provisional
+    assert w.format is not None and w.format.name == "colon" and not w.notes and not w.stream.provisional
     from losslens import read_log
 
     assert w.acc.parsed == read_log(FIXTURES / "custom_colon.log").lines.parsed

@@ -1,5 +1,6 @@
 """key=value logs (the DFlash drafter's lines, generic trainer loggers): one format with two
-paths, line by line here (watch, the oracle) and vectorised in ``kv.columns`` for a whole file."""
+paths, line by line here and column-wise in ``kv.columns`` (for a large file, or a batch of a
+live log's lines: see ``stream.LineStream``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from losslens.logs.base import (
     LineParser,
     RegexLineParser,
     leading_time,
-    small,
     whole,
 )
 from losslens.logs.formats.kv.patterns import (
@@ -34,8 +34,7 @@ from losslens.logs.names import (
     is_training_metric,
     unreserved,
 )
-from losslens.logs.sink import Accounting, Sink
-from losslens.logs.source import Source
+from losslens.logs.sink import Sink
 
 
 class _KVParser(RegexLineParser):
@@ -159,15 +158,3 @@ class KeyValue(Format):
 
     def parser(self, sink: Sink) -> LineParser:
         return _KVParser(sink)
-
-    def read(self, src: Source, sink: Sink, acc: Accounting, strip: bool = False,
-             head: list[str] | None = None) -> None:
-        """Vectorised chunk by chunk (see ``columns``), a capture's prefixes and torchrun rank
-        prefixes cut off there too; a small file goes line by line (the same records either way,
-        tests/unit/logs/test_kv_columns.py)."""
-        if small(src):
-            super().read(src, sink, acc, strip, head)
-            return
-        from losslens.logs.formats.kv import columns
-
-        columns.read(src, self, sink, acc, strip)

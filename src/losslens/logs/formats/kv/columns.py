@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from losslens.logs.base import TIMESTAMP, Format, LineParser, finish_fed
+from losslens.logs.base import TIMESTAMP, LineParser
 from losslens.logs.columnar import (
     ENGINE,
     account_chunk,
@@ -37,7 +37,7 @@ from losslens.logs.columnar import (
 from losslens.logs.formats.kv.patterns import ESPNET_BATCH, ESPNET_RESULTS, KV, TOKRATE
 from losslens.logs.names import columnar
 from losslens.logs.sink import Accounting, Sink, feed_line
-from losslens.logs.source import Source, count_lines, decode_lines
+from losslens.logs.source import count_lines, decode_lines
 
 SAMPLE_LINES = 500
 MAX_TEMPLATES = 3
@@ -204,15 +204,6 @@ def parse_chunk(chunk: bytes, first_lineno: int, tpls: list[Template], sink: Sin
             if not pending.any():
                 break
     account_chunk(chunk, original, lineno, blank, pending, n_idle, sink, acc, parser, feed)
-
-
-def read(src: Source, fmt: Format, sink: Sink, acc: Accounting, strip: bool = False) -> None:
-    """A key=value log, chunk by chunk (see ``read_chunk``)."""
-    parser = fmt.parser(sink)
-    tpls: list[Template] | None = None
-    for chunk in src.chunks():
-        tpls = read_chunk(chunk, acc.total + 1, tpls, sink, acc, parser, strip)
-    finish_fed(parser, sink)
 
 
 def read_chunk(chunk: bytes, first: int, tpls: list[Template] | None, sink: Sink, acc: Accounting,
