@@ -12,7 +12,6 @@ import polars as pl
 from losslens import progress
 from losslens.detectors import REGISTRY, Detector, Series
 from losslens.detectors.nonfinite import NonFinite
-from losslens.detectors.relations import same_series
 from losslens.errors import UsageError
 from losslens.findings import Finding, Report, Severity, Skipped
 from losslens.logs import LogData
@@ -265,7 +264,7 @@ def analyze_log(log: LogData, detectors: tuple[Detector, ...] = REGISTRY,
     nonfinite = next((d for d in detectors if isinstance(d, NonFinite) and d.name not in ignore), None)
     if nonfinite is not None and log.rank_nonfinite:
         findings += _other_ranks(log, findings, nonfinite)
-    findings = with_lines(_memorising(_explained(findings, detectors), _evaluated(log)), log)
+    findings = with_lines(related(findings, detectors, _evaluated(log)), log)
     if several and loss is not None:  # each finding names its loss, the first one's too
         findings = [_named(f, several[0]) for f in findings]
     findings.sort(key=worst_first)
@@ -313,61 +312,20 @@ def with_lines(findings: list[Finding], log: LogData) -> list[Finding]:
     return out
 
 
-def _explained(findings: list[Finding], detectors: tuple[Detector, ...]) -> list[Finding]:
-    """Findings that another finding of the same series already explains, left out: each
-    detector declares which (``Detector.explained``: a spike in a ladder, a divergence within the
-    bands, a period at a ladder's period...). Bands of a loss that repeats with the logged LR are
-    the schedule's phases: information."""
+def related(findings: list[Finding], detectors: tuple[Detector, ...], evaluated: bool) -> list[Finding]:
+    """The findings as each other make them read, each detector saying for its own: those another
+    finding already explains left out (``Detector.explained``: a spike in a ladder, a period at a
+    ladder's period...), the rest as the others make them read (``Detector.reconsidered``: bands
+    at the logged LR's phases, an epoch pattern with the eval loss rising; ``evaluated``: the log
+    holds an eval loss)."""
     by_kind = {d.name: d for d in detectors}
     out = []
     for f in findings:
         det = by_kind.get(f.kind)
-        if det is not None and det.explained(f, findings):
-            continue
-        if f.kind == "multimodal" and (lr := next(
-                (g for g in findings if same_series(f, g) and g.kind == "periodicity"
-                 and g.evidence.get("cause") == "lr_schedule"), None)):
-            # the loss moves with the LR's restarts: high-LR and low-LR phases are the bands
-            f = dataclasses.replace(
-                f, severity=Severity.INFO, evidence={**f.evidence, "cause": "lr_schedule"},
-                summary=f.summary.split("; ", 1)[0] + f"; the logged LR repeats every ~"
-                f"{lr.evidence['period_steps']:.4g} steps with the loss: its restarts explain the bands")
-        out.append(f)
-    return out
-
-
-def _memorising(findings: list[Finding], evaluated: bool) -> list[Finding]:
-    """An epoch-periodic loss (drops at each epoch start, or a sawtooth at the epoch length) is
-    judged by its drops against the noise within an epoch (the periodicity detector: a warning
-    when large). Strong (a third of the de-trended variance, or drops of 10 % and more) and with
-    the eval loss rising from its best (the overfitting finding), it is the model memorising its
-    training set: a warning that says so. Large but with an eval loss (``evaluated``) that does
-    not rise, the model still generalises: information, saying why."""
-    rising = [f for f in findings if f.kind == "overfitting"]
-    out = []
-    for f in findings:
-        epochal = f.kind == "periodicity" and f.evidence.get("cause") == "epoch"
-        if not epochal:
+        if det is None:
             out.append(f)
-            continue
-        strength = max(f.evidence.get("share_of_variance", 0.0),
-                       float(np.median(f.evidence["drops"])) * 10 / 3 if "drops" in f.evidence else 0.0)
-        ev = next((g for g in rising if g.segment == f.segment), None)
-        if ev is not None and strength >= 1 / 3:
-            rise = ev.evidence["last"] / ev.evidence["best"] - 1 if ev.evidence["best"] > 0 else float("inf")
-            head = f.summary.split(": each drop", 1)[0].split(" (expected with several epochs", 1)[0]
-            head = head.split("; ", 1)[0]
-            summary = (f"{head}; and the eval loss is up {rise:.0%} from its best (step "
-                       f"{ev.evidence['best_step']}): the model is memorising its training set (stop at "
-                       f"the best eval step, add data or regularisation)")
-            evidence = {**f.evidence, "cause": "memorisation", "eval_best_step": ev.evidence["best_step"],
-                        "eval_rise": round(rise, 4)}
-            f = dataclasses.replace(f, severity=Severity.WARNING, summary=summary, evidence=evidence)
-        elif evaluated and ev is None and f.severity >= Severity.WARNING:
-            f = dataclasses.replace(f, severity=Severity.INFO, summary=f.summary + (
-                "; but the eval loss does not rise: the model still generalises (watch the gap "
-                "between the train and eval losses)"))
-        out.append(f)
+        elif not det.explained(f, findings):
+            out.append(det.reconsidered(f, findings, evaluated))
     return out
 
 

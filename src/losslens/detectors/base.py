@@ -69,6 +69,18 @@ class Detector(ABC):
         detector's ``finding`` says: it is then left out of the report. None by default."""
         return False
 
+    def reconsidered(self, finding: Finding, findings: list[Finding], evaluated: bool) -> Finding:
+        """This detector's ``finding`` as the others of the analysis (``findings``, same log) make
+        it read: another severity or cause, said in its summary (a loss's bands at the phases of
+        the logged LR, an epoch pattern with the eval loss rising). ``evaluated``: the log holds
+        an eval loss. The finding itself by default."""
+        return finding
+
+    def same_event(self, finding: Finding) -> tuple:
+        """What makes this detector's findings of two analyses of a growing log one event
+        (``watch`` announces it once): its kind, metric and segment by default."""
+        return (finding.kind, finding.metric, finding.segment)
+
     @abstractmethod
     def detect(self, series: Series) -> list[Finding] | Skipped:
         """Findings on ``series`` (possibly none), or Skipped when it cannot judge."""

@@ -3,12 +3,14 @@ bucket, or k × a level when a loss accumulates)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from losslens.detectors.base import Detector, Series
+from losslens.detectors.relations import same_series
 from losslens.detectors.stats import detrend, gmm_1d, robust_scale, runs_test, settled, spearman
 from losslens.findings import Finding, Severity, Skipped
 
@@ -83,6 +85,19 @@ class Multimodal(Detector):
     max_valley: float = 0.5
     harmonic_tolerance: float = 0.15
     min_span: float = 0.3
+
+    def reconsidered(self, finding: Finding, findings: list[Finding], evaluated: bool) -> Finding:
+        """Bands of a loss that repeats with the logged LR (a periodicity finding of cause
+        ``lr_schedule`` on the same series) are the schedule's high- and low-LR phases:
+        information."""
+        lr = next((g for g in findings if same_series(finding, g) and g.kind == "periodicity"
+                   and g.evidence.get("cause") == "lr_schedule"), None)
+        if lr is None:
+            return finding
+        return dataclasses.replace(
+            finding, severity=Severity.INFO, evidence={**finding.evidence, "cause": "lr_schedule"},
+            summary=finding.summary.split("; ", 1)[0] + f"; the logged LR repeats every ~"
+            f"{lr.evidence['period_steps']:.4g} steps with the loss: its restarts explain the bands")
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
         v, steps = series.finite()

@@ -4,6 +4,7 @@ called periodic."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -289,6 +290,37 @@ class Periodicity(Detector):
         period = finding.evidence.get("period_steps", 0.0)
         return any(abs(period - m * p) <= 0.15 * m * p
                    for g in ladders for p in ladder_periods(g) for m in (1, 2, 3))
+
+    def reconsidered(self, finding: Finding, findings: list[Finding], evaluated: bool) -> Finding:
+        """An epoch-periodic loss (drops at each epoch start, or a sawtooth at the epoch length) is
+        judged by its drops against the noise within an epoch (a warning when large). Strong (a
+        third of the de-trended variance, or drops of 10 % and more) and with the eval loss
+        rising from its best (the overfitting finding of the same segment), it is the model
+        memorising its training set: a warning that says so. Large but with an eval loss
+        (``evaluated``) that does not rise, the model still generalises: information, saying
+        why."""
+        if finding.kind != self.name or finding.evidence.get("cause") != "epoch":
+            return finding
+        ev = finding.evidence
+        strength = max(ev.get("share_of_variance", 0.0),
+                       float(np.median(ev["drops"])) * 10 / 3 if "drops" in ev else 0.0)
+        rising = next((g for g in findings if g.kind == "overfitting" and g.segment == finding.segment), None)
+        if rising is not None and strength >= 1 / 3:
+            best, last = rising.evidence["best"], rising.evidence["last"]
+            rise = last / best - 1 if best > 0 else float("inf")
+            head = finding.summary.split(": each drop", 1)[0].split(" (expected with several epochs", 1)[0]
+            head = head.split("; ", 1)[0]
+            summary = (f"{head}; and the eval loss is up {rise:.0%} from its best (step "
+                       f"{rising.evidence['best_step']}): the model is memorising its training set (stop "
+                       f"at the best eval step, add data or regularisation)")
+            evidence = {**ev, "cause": "memorisation", "eval_best_step": rising.evidence["best_step"],
+                        "eval_rise": round(rise, 4)}
+            return dataclasses.replace(finding, severity=Severity.WARNING, summary=summary, evidence=evidence)
+        if evaluated and rising is None and finding.severity >= Severity.WARNING:
+            return dataclasses.replace(finding, severity=Severity.INFO, summary=finding.summary + (
+                "; but the eval loss does not rise: the model still generalises (watch the gap "
+                "between the train and eval losses)"))
+        return finding
 
     def detect(self, series: Series) -> list[Finding] | Skipped:
         v, steps = series.finite()

@@ -54,6 +54,10 @@ class Spike(Detector):
             return True
         return any(at_cycle_peak(finding, g) for g in structures(finding, findings))
 
+    def same_event(self, finding: Finding) -> tuple:
+        """Spikes are one event when they peak at the same step."""
+        return (*super().same_event(finding), finding.evidence.get("peak_step"))
+
     def detect(self, series: Series) -> list[Finding] | Skipped:
         # (no copies where every value is usable: two arrays of the series' length less at the peak)
         v, steps = kept(np.isfinite(series.values) & (series.values > 0), series.values, series.steps)

@@ -69,11 +69,6 @@ def flat(rec: dict[str, Any]) -> None:
         rec[f"{key}_mean"] = sum(v) / len(v) if v else None
 
 
-def identity(f: Finding) -> tuple:
-    """What makes two analyses' findings the same event (spikes: their peak step)."""
-    return (f.kind, f.metric, f.segment, f.evidence.get("peak_step") if f.kind == "spike" else None)
-
-
 class Watcher:
     """Lines in, events out. The same detectors as ``analyze``, on a bounded window."""
 
@@ -83,6 +78,7 @@ class Watcher:
         self.source = source
         self.metrics = metrics
         self.registry = registry
+        self.by_kind = {d.name: d for d in registry}
         self.ignore = ignore
         self.confirm = confirm
         self.cooldown_s = cooldown_s
@@ -261,7 +257,7 @@ class Watcher:
         # findings of detectors that did not run this time are left as they were
         seen = {k for k, a in self.active.items() if only is not None and a.finding.kind not in only}
         for f in self.report.findings:
-            key = identity(f)
+            key = self._event_key(f)
             seen.add(key)
             a = self.active.setdefault(key, Active(f))
             a.finding, a.seen, a.missing = f, a.seen + 1, 0
@@ -286,6 +282,11 @@ class Watcher:
                     events.append(Event("cleared", a.finding, now))
                 del self.active[key]
         return events
+
+    def _event_key(self, f: Finding) -> tuple:
+        """What makes two analyses' findings one event: its detector says (``same_event``)."""
+        det = self.by_kind.get(f.kind)
+        return det.same_event(f) if det is not None else (f.kind, f.metric, f.segment)
 
     def announced(self) -> list[Finding]:
         return [a.finding for a in self.active.values() if a.announced]
