@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import OUT, best_of  # noqa: E402
 
 from losslens import read_log  # noqa: E402
+from losslens.synth import with_noise  # noqa: E402
 
 KV_PAIR = re.compile(r"([A-Za-z_][\w/.\-]*)=([^\s|,;\[\]()]+)")
 FAIRSEQ_PAIR = re.compile(r"(\w+)=([^,\s]+)")
@@ -231,8 +232,9 @@ BASELINES: dict[str, tuple[str, Callable[[Path], object], Callable[[Path], objec
 }
 
 
-def _written(name: str, n: int) -> Path:
-    """The generated log (cached in bench/out): a file, or for MLflow a metric file named by its
+def _written(name: str, n: int, noise: float = 0.0) -> Path:
+    """The generated log (cached in bench/out): a file (with ``noise``: that share of its lines a
+    real run's noise, see ``_common.with_noise``), or for MLflow a metric file named by its
     metric, or a run folder of three metric files of n/3 lines each."""
     if name == "mlflow":
         path = OUT / f"mlflow_{n}" / "loss"
@@ -245,10 +247,12 @@ def _written(name: str, n: int) -> Path:
                 (path / "metrics" / metric).write_text("\n".join(_lines("mlflow", n // 3)) + "\n")
         return path
     else:
-        path = OUT / f"lines_{name}_{n}.log"
+        path = OUT / (f"lines_{name}_{n}.log" if not noise else f"lines_{name}_{n}_noise{noise:g}.log")
     if not path.exists():
         path.parent.mkdir(exist_ok=True)
-        path.write_text("\n".join(_lines(name, n)) + "\n")
+        lines = _lines(name, n)
+        unit = 6 if name == "olmo" else 1  # (an OLMo record is six lines: noise goes between records)
+        path.write_text("\n".join(with_noise(lines, noise, unit=unit) if noise else lines) + "\n")
     return path
 
 
@@ -257,12 +261,15 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=200_000)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--only", default="", help="comma-separated names (default: all)")
+    ap.add_argument("--noise", type=float, default=0.01,
+                    help="share of a real run's noise lines in the noisy file (0: clean only)")
     args = ap.parse_args()
     names = [x for x in args.only.split(",") if x] or list(BASELINES)
     OUT.mkdir(exist_ok=True)
-    print(f"{args.lines:,} lines each; best of {args.repeat}; lines/s in thousands")
+    print(f"{args.lines:,} lines each; best of {args.repeat}; lines/s in thousands; "
+          f"noisy: the same lines with {args.noise:.0%} of a real run's noise between them")
     print(f"{'format':14s} {'read_log':>9s} {'k lines/s':>9s} {'plain loop':>10s} {'ratio':>6s}"
-          f"  {'polars':>7s}  baseline")
+          f"  {'polars':>7s}  {'noisy':>7s} {'k lines/s':>9s} {'noisy/clean':>11s}  baseline")
     for name in names:
         path = _written(name, args.lines)
         what, plain, compiled = BASELINES[name]
@@ -272,8 +279,14 @@ def main() -> None:
         ours = best_of(lambda p=path: read_log(p), args.repeat)
         base = best_of(lambda p=path, f=plain: f(p), args.repeat)
         ref = f"{best_of(lambda p=path, f=compiled: f(p), args.repeat):6.2f}s" if compiled else "      -"
+        noisy = "      -           -            -"
+        if args.noise and not name.startswith("mlflow"):
+            npath = _written(name, args.lines, args.noise)
+            assert read_log(npath).train.height == log.train.height, name  # the same records
+            t = best_of(lambda p=npath: read_log(p), args.repeat)
+            noisy = f"{t:6.2f}s {args.lines * (1 + args.noise) / t / 1e3:9.0f} {t / ours:11.2f}"
         print(f"{name:14s} {ours:8.2f}s {args.lines / ours / 1e3:9.0f} {base:9.2f}s "
-              f"{ours / base:6.2f}  {ref}  {what}")
+              f"{ours / base:6.2f}  {ref}  {noisy}  {what}")
 
 
 if __name__ == "__main__":

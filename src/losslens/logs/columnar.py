@@ -359,6 +359,52 @@ def account_chunk(chunk: bytes, text: pl.Series | None, lineno: pl.Series, blank
 # so the greedy match is it)
 _WHOLE = [f"^(?:{p.pattern.removeprefix('^')})" for p in PREFIXES]
 _RANK_MARK = re.compile(rb"\]:")  # (a compiled search skips the many ']' of a log faster than `in`)
+_RANK_LINE = re.compile(rb"[ \t\f\v]*\[(?:[A-Za-z_]+)?\d+\]:")  # _RANK, line by line in bytes
+FEW_RANKED = 32  # at most one line in this many behind a rank prefix: those lines go to the parser
+# what the vectorised readers see of a line left to the parser: no pattern reads it, and it is not
+# blank (a record does not run on across it, as it does across a blank line)
+HIDDEN = "\x01"
+
+
+def _ranked_starts(chunk: bytes) -> list[int] | None:
+    """Where the chunk's lines behind a torchrun rank prefix start, where they are few (at most one
+    line in FEW_RANKED: a rank's NCCL warning among rank 0's records), else None."""
+    most = count_lines(chunk) // FEW_RANKED
+    starts: list[int] = []
+    for m in _RANK_MARK.finditer(chunk):  # (']:' is rare in a log: its lines are looked at alone)
+        start = chunk.rfind(b"\n", 0, m.start()) + 1
+        if (not starts or start > starts[-1]) and _RANK_LINE.match(chunk, start):
+            if len(starts) == most:
+                return None
+            starts.append(start)
+    return starts
+
+
+def few_ranked(chunk: bytes) -> list[int] | None:
+    """The indices of the chunk's lines behind a torchrun rank prefix where they are few (see
+    ``_ranked_starts``), else None. Cutting the prefixes column-wise costs a pass over every line
+    of the chunk; those few lines are left to the per-line parser, which cuts them and tags
+    their rank (``base.feed_ranked``)."""
+    starts = _ranked_starts(chunk)
+    if starts is None:
+        return None
+    out, line, at = [], 0, 0
+    for s in starts:
+        line += chunk.count(b"\n", at, s)
+        at = s
+        out.append(line)
+    return out
+
+
+def _hidden(chunk: bytes, starts: list[int]) -> bytes:
+    """``chunk`` with the lines that start at ``starts`` as ``HIDDEN`` (their newlines kept)."""
+    parts, at = [], 0
+    for s in starts:
+        end = chunk.find(b"\n", s)
+        parts += [chunk[at:s], HIDDEN.encode()]
+        at = len(chunk) if end < 0 else end
+    parts.append(chunk[at:])
+    return b"".join(parts)
 _RANK = r"^(?<all>\s*\[(?:[A-Za-z_]+)?(?<rank>\d+)\]:\s?)"
 
 
@@ -526,6 +572,10 @@ def without_prefixes(chunk: bytes, first_lineno: int, strip: bool, sink: Sink
     sink.tags = None
     if not strip and not _RANK_MARK.search(chunk):
         return chunk, None
+    if not strip and (few := _ranked_starts(chunk)) is not None:
+        # a few lines behind a rank prefix: hidden from the vectorised reader, the parser reads
+        # them as the file has them (and cuts their prefix)
+        return (_hidden(chunk, few), lines_of(chunk)) if few else (chunk, None)
     text = lines_of(chunk)
     rest, tags = cut_prefixes(text, strip)
     if tags is None and rest.fill_null("").equals(text.fill_null("")):
@@ -551,9 +601,16 @@ def read_chunk(chunk: bytes, first: int, sink: Sink, acc: Accounting, parser: Li
     state it shares with the per-line path) and returns the rows it read; every other line goes
     to ``parser``, as it stands in the file. A capture's prefixes (``strip``) and torchrun rank
     prefixes are cut off first, their time and rank kept (see ``without_prefixes``)."""
-    data, original = without_prefixes(chunk, first, strip, sink)
-    text = lines_of(data)
-    as_filed = text if original is None else original
+    few = None if strip or not _RANK_MARK.search(chunk) else few_ranked(chunk)
+    if few is not None:  # a few lines behind a rank prefix (a rank's warning): to the parser
+        sink.tags = None
+        as_filed = lines_of(chunk)
+        text = as_filed.clone().scatter(few, HIDDEN) if few else as_filed  # (scatter is in place)
+        data = chunk
+    else:
+        data, original = without_prefixes(chunk, first, strip, sink)
+        text = lines_of(data)
+        as_filed = text if original is None else original
     blank = as_filed.is_null() | (as_filed.str.strip_chars().str.len_bytes() == 0)
     lineno = line_numbers(first, len(text))
     n_idle = len(sink.idle_lines)

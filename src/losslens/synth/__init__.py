@@ -38,6 +38,7 @@ from losslens.synth.logs import (
     olmo_lines,
     seed004_lines,
     torchtitan_lines,
+    with_noise,
 )
 
 __all__ = [
@@ -69,5 +70,6 @@ __all__ = [
     "stuck",
     "throughput_drop",
     "with_nan",
+    "with_noise",
     "with_spikes",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 
@@ -193,3 +194,35 @@ def bucketed_run_lines(step_bucket: np.ndarray, levels: tuple[float, ...] = (1.0
     acc = np.clip(0.45 - 0.1 * np.log(loss) + rng.normal(0, 0.01, n), 0, 1)
     return [dflash_line(i, float(loss[i]), float(acc[i]), 2.5e-07 * min(i + 1, 400),
                         DFLASH_T0 + timedelta(seconds=6 * i), epoch=i / n) for i in range(n)]
+
+
+# what a real run prints between its records (seen in ../shared/reallogs and the framework runs):
+# Python warnings, tracebacks, NCCL lines behind a rank prefix, checkpoint messages, progress bars
+NOISE_BLOCKS = (
+    ["/usr/lib/python3.11/site-packages/torch/utils/data/dataloader.py:617: UserWarning: This DataLoader "
+     "will create 8 worker processes in total.", "  warnings.warn("],
+    ["Traceback (most recent call last):", '  File "/opt/train.py", line 412, in _save',
+     "    torch.save(state, path)", "OSError: [Errno 28] No space left on device"],
+    ["[rank3]:[W1130 02:00:01.123456 ProcessGroupNCCL.cpp:1168] Warning: WorkNCCL(SeqNum=12, "
+     "OpType=ALLREDUCE) timed out after 600000 ms"],
+    [""],
+    ["Saving model checkpoint to /ckpt/checkpoint-1500",
+     "Configuration saved in /ckpt/checkpoint-1500/config.json"],
+    [" 45%|████▌     | 450/1000 [02:15<02:45,  3.33it/s]"],
+    ["NCCL INFO Channel 00/02 :    0   1   2   3   4   5   6   7"],
+)
+
+
+def with_noise(lines: list[str], share: float = 0.01, seed: int = 0, unit: int = 1) -> list[str]:
+    """``lines`` with about ``share`` of the result's lines made of NOISE_BLOCKS, put in at random
+    places between records of ``unit`` lines (the records keep their order)."""
+    rng = random.Random(seed)
+    per_block = sum(map(len, NOISE_BLOCKS)) / len(NOISE_BLOCKS)
+    blocks = int(len(lines) * share / per_block)
+    at = sorted(unit * rng.randrange(len(lines) // unit + 1) for _ in range(blocks))
+    out, last = [], 0
+    for i in at:
+        out += lines[last:i]
+        out += rng.choice(NOISE_BLOCKS)
+        last = i
+    return out + lines[last:]

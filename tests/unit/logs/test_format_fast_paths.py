@@ -802,3 +802,47 @@ def test_lightning_bars_alike_read_by_position(tmp_path, monkeypatch, chunks_of,
 
 def test_lightning_fixture() -> None:
     assert_same(FIXTURES / "lightning_stdout.log", "lightning")
+
+
+NOISY = {  # (format, its lines, lines a record)
+    "nanogpt": (lambda: synth.nanogpt_lines(4000, every=1, seed=3), 1),
+    "megatron": (lambda: synth.megatron_lines(3000, seed=3), 1),
+    "fairseq": (lambda: synth.fairseq_lines(3000, seed=3), 1),
+    "torchtitan": (lambda: synth.torchtitan_lines(3000, seed=3), 1),
+    "olmo": (lambda: synth.olmo_lines(600, seed=3), 6),
+    "jsonl": (lambda: synth.jsonl_lines(3000, seed=3), 1),
+    "kv": (lambda: list(synth.dflash_lines(3000, seed=3)), 1),
+}
+
+
+@pytest.mark.parametrize("name", list(NOISY))
+def test_a_real_run_s_noise_keeps_the_column_wise_path(tmp_path, columnar, chunks_of, monkeypatch,
+                                                        name: str) -> None:
+    """2 % of what a real run prints between its records (tracebacks, warnings, a rank's NCCL
+    line behind '[rank3]: ', a progress bar, blank lines, checkpoint messages): the same frames
+    and accounting as the per-line parser, and only the noise lines (and the records at a
+    chunk's ends) go to the parser: a chunk holding a few noise lines keeps the fast path."""
+    from losslens.logs import columnar as col
+
+    make, unit = NOISY[name]
+    clean = make()
+    if unit == 1:  # and a record behind rank 0's prefix: the parser reads it as rank 0's
+        clean[len(clean) // 2] = "[rank0]: " + clean[len(clean) // 2]
+    lines = synth.with_noise(clean, 0.02, seed=5, unit=unit)
+    noise = len(lines) - len(clean)
+    path, plain = tmp_path / f"{name}.log", tmp_path / "clean.log"
+    path.write_text("\n".join(lines) + "\n")
+    plain.write_text("\n".join(clean) + "\n")
+    chunks_of(1 << 16)
+    fed: list[int] = []
+    real = col.feed_ranked
+    monkeypatch.setattr(col, "feed_ranked", lambda *a, **k: fed.append(1) or real(*a, **k))
+    clean_log, clean_fed = read_log(plain, name), len(fed)
+    log = read_log(path, name)
+    chunks = path.stat().st_size // (1 << 16) + 1
+    bars = sum("█" in x for x in lines)  # (OLMo leaves the record before a bar to the parser)
+    # beyond the clean file's own (eval lines, summaries, records at a chunk's ends): the noise
+    assert noise > 40 and len(fed) - 2 * clean_fed <= noise + unit * (2 * chunks + bars)
+    assert log.train.height == clean_log.train.height
+    monkeypatch.setattr(col, "feed_ranked", real)
+    assert_same(path, name)

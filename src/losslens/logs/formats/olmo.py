@@ -79,14 +79,21 @@ def olmo_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = N
     may continue its record from the chunk before), and so is a record still open at the chunk's
     end (the next chunk may continue it)."""
     n = len(text)
-    if n == 0 or not plain_text(text) and text.str.contains(_OLMO_UNSURE).fill_null(False).any():
+    if n == 0:
         return pl.Series(np.zeros(n, dtype=bool))
+    blank = (text.is_null() | (text.str.strip_chars().str.len_bytes() == 0)).to_numpy()
+    if not plain_text(text):  # lines Python's regexes may read otherwise than the regex crate's
+        unsure = text.str.contains(_OLMO_UNSURE).fill_null(False)
+        if (unsure & text.str.contains(r"[=\x1c-\x1f]")).any():
+            # one may be a field, or blank to Python alone (it strips \x1c-\x1f): the parser's
+            return pl.Series(np.zeros(n, dtype=bool))
+        # without an '=' no pattern of the format reads a line (a progress bar's blocks): a break
+        # to both readers, which the parser skips
     head_g = text.str.extract_groups(OLMO_HEAD.pattern)
     head = head_g.struct.field("1").is_not_null().to_numpy()
     field_g = _olmo_fields(text)
     value = number_column(field_g["2"])[0]
     field = (value.is_not_null() & ~pl.Series(head)).to_numpy()
-    blank = (text.is_null() | (text.str.strip_chars().str.len_bytes() == 0)).to_numpy()
     brk = ~head & ~field & ~blank
     start = head | brk  # where a segment (a record, or lines after a break) begins
     seg = np.cumsum(start)  # 0: the lines before the first head or break
