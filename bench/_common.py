@@ -23,6 +23,25 @@ def dflash_log(n: int) -> Path:
     return path
 
 
+def jsonl_log(n: int) -> Path:
+    """A generated narrow JSON Lines log of ``n`` records of four columns (step, loss, lr, grad
+    norm; cached in bench/out)."""
+    import json
+    import math
+    import random
+
+    OUT.mkdir(exist_ok=True)
+    path = OUT / f"narrow_{n}.jsonl"
+    if not path.exists():
+        rng = random.Random(0)
+        with open(path, "w") as f:
+            for i in range(n):
+                loss = round(3 / math.sqrt(1 + i / 100) + rng.gauss(0, 0.02), 4)
+                f.write(json.dumps({"step": i, "train/loss": loss, "train/lr": 1e-4,
+                                    "train/grad_norm": round(rng.uniform(0.5, 1.5), 3)}) + "\n")
+    return path
+
+
 def best_of(fn, repeat: int = 3) -> float:
     times = []
     for _ in range(repeat):

@@ -1,8 +1,10 @@
-"""Peak memory of reading and of analysing a large DFlash log against the same at 1M lines (the
-issue's goal: within 1.5x of the 1M figure at 10M lines), each in a fresh interpreter, with the
-bare imports in the same run (the floor every command pays) and the file's size.
+"""Peak memory of reading and of analysing a large log against the same at 1M lines (the goal:
+within 1.5x of the 1M figure at 10M lines), each in a fresh interpreter, with the bare imports in
+the same run (the floor every command pays) and the file's size. ``--format``: a DFlash
+key=value log (wide: 12 metrics a line) or a narrow JSON Lines log (four columns).
 
     python bench/big_log_memory.py [--lines 10000000] [--base 1000000] [--repeat 1]
+                                   [--format dflash|jsonl]
 
 Each figure is the lowest of ``--repeat`` runs (polars' allocator returns freed memory to the
 system on a timer, which moves a peak by a few tens of MiB from run to run).
@@ -17,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import child_peak_rss_mb, dflash_log  # noqa: E402
+from _common import child_peak_rss_mb, dflash_log, jsonl_log  # noqa: E402
 
 CASES = (
     ("read_log", "from losslens import read_log; read_log({path!r})"),
@@ -26,10 +28,11 @@ CASES = (
 )
 
 
-def peaks(lines: int, repeat: int) -> dict[str, float]:
+def peaks(lines: int, repeat: int, fmt: str = "dflash") -> dict[str, float]:
     """Each case's lowest peak RSS (MiB) over ``repeat`` runs on a ``lines``-line log, printed."""
-    path = dflash_log(lines)
-    print(f"{lines:,} DFlash lines, {path.stat().st_size / 2**30:.2f} GiB on disk")
+    path = dflash_log(lines) if fmt == "dflash" else jsonl_log(lines)
+    kind = "DFlash" if fmt == "dflash" else "JSON Lines"
+    print(f"{lines:,} {kind} lines, {path.stat().st_size / 2**30:.2f} GiB on disk")
     out = {}
     for what, code in CASES:
         t = time.perf_counter()
@@ -44,10 +47,11 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=10_000_000)
     ap.add_argument("--base", type=int, default=1_000_000, help="the size the peak is compared with")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--format", choices=("dflash", "jsonl"), default="dflash")
     args = ap.parse_args()
     floor = child_peak_rss_mb("import numpy, polars, losslens.analysis")
     print(f"bare imports {floor:.0f} MiB")
-    base, big = peaks(args.base, args.repeat), peaks(args.lines, args.repeat)
+    base, big = peaks(args.base, args.repeat, args.format), peaks(args.lines, args.repeat, args.format)
     for what, _ in CASES:
         print(f"{what:20} {args.lines:,} lines / {args.base:,} lines: {big[what] / base[what]:.2f}x "
               f"({big[what]:.0f} / {base[what]:.0f} MiB; goal <= 1.5x)")

@@ -50,6 +50,9 @@ def test_line_readers_benchmark_runs_small() -> None:
     rows = [x.split()[0] for x in out.splitlines()[2:]]
     assert rows == ["jsonl", "csv", "hf", "megatron", "nanogpt", "modded-nanogpt", "fairseq", "torchtitan",
                     "olmo", "colon", "lightning", "kv-kubectl", "kv-ranks", "mlflow", "mlflow-run"]
+    # each line format also read with a real run's noise between its lines, the same records
+    noisy = [x.split() for x in out.splitlines()[2:] if not x.startswith("mlflow")]
+    assert all(float(r[7]) > 0 for r in noisy), out
 
 
 @pytest.mark.slow
@@ -90,6 +93,8 @@ def test_big_log_memory_benchmark_runs_small() -> None:
     out = _bench("big_log_memory.py", "--lines", "3000", "--base", "300", timeout=300)
     assert "300 DFlash lines" in out and "3,000 DFlash lines" in out
     assert re.search(r"read_log \+ analyze +3,000 lines / 300 lines: \d+\.\d\dx", out)
+    out = _bench("big_log_memory.py", "--lines", "3000", "--base", "300", "--format", "jsonl", timeout=300)
+    assert "3,000 JSON Lines lines" in out
 
 
 def test_spike_grad_norm_benchmark_runs_small() -> None:
