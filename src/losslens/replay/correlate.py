@@ -29,7 +29,7 @@ from losslens.replay.fed import (
     verdict,
     window_of,
 )
-from losslens.replay.strategies import Epoch, Plan, build_epochs
+from losslens.replay.strategies import Epoch, Plan, bucket_layout, build_epochs
 
 __all__ = ["attribute", "correlate", "seed_tables", "step_table", "to_length"]
 
@@ -128,9 +128,13 @@ def seed_tables(strategy: str, lengths: torch.Tensor, plan: Plan, seeds: list[in
     if not seeds:
         return
     workers = min(len(seeds), os.cpu_count() or 1)
+    # what every seed's epochs share, made once (a bucketed strategy's buckets and batch ids)
+    layout = bucket_layout(lengths.clamp(max=plan.max_seq_len), plan) \
+        if strategy in ("bucketed-shuffle", "stride-interleave") else None
 
     def one(s: int) -> tuple[np.ndarray, np.ndarray]:
-        return step_table(build_epochs(strategy, lengths, plan, s, epochs, samples=False), plan)
+        return step_table(build_epochs(strategy, lengths, plan, s, epochs, samples=False, layout=layout),
+                          plan)
 
     if workers == 1 or lengths.device.type != "cpu":
         yield from map(one, seeds)

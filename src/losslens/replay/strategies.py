@@ -165,19 +165,37 @@ def _packed(lengths: torch.Tensor, order: torch.Tensor, plan: Plan, batch_order_
     return _from_groups(lengths, order, batch_id, n_b, plan, perm, samples)
 
 
-def _bucketed(lengths: torch.Tensor, plan: Plan, seed: int, interleave: bool, samples: bool = True) -> Epoch:
+@dataclass(frozen=True)
+class BucketLayout:
+    """What a bucketed strategy's epoch owes to the lengths and the plan alone, whatever the seed:
+    each sample's bucket, and the batch id of each position once the samples are grouped by
+    bucket (bucket k's run of batch ids is first[k] + position // its batch size)."""
+    buckets: torch.Tensor  # int16 (small keys: gathered and sorted 3x faster)
+    batch_id: torch.Tensor
+    batches_per_bucket: torch.Tensor
+
+
+def bucket_layout(lengths: torch.Tensor, plan: Plan) -> BucketLayout:
+    """``BucketLayout`` of ``lengths`` (clamped to the plan's max_seq_len) under ``plan``."""
     dev = lengths.device
-    g = _gen(seed)
-    b = bucketize(lengths, plan).to(torch.int16)  # (small keys: gathered and sorted 3x faster)
-    perm = _perm(lengths.numel(), g, dev)
-    order = perm.index_select(0, torch.sort(b.index_select(0, perm), stable=True).indices)  # by bucket
+    b = bucketize(lengths, plan).to(torch.int16)
     bs = torch.tensor(plan.bucket_batch_sizes(), device=dev)
     counts = torch.bincount(b.long(), minlength=plan.k)
     n_k = (counts + bs - 1) // bs
     first = torch.cumsum(n_k, 0) - n_k
-    # samples are grouped by bucket: bucket k's run of batch ids is first[k] + position // bs[k]
     batch_id = torch.cat([torch.arange(c, device=dev) // size + f for c, size, f in
                           zip(counts.tolist(), bs.tolist(), first.tolist(), strict=True)])
+    return BucketLayout(b, batch_id, n_k)
+
+
+def _bucketed(lengths: torch.Tensor, plan: Plan, seed: int, interleave: bool, samples: bool = True,
+              layout: BucketLayout | None = None) -> Epoch:
+    dev = lengths.device
+    g = _gen(seed)
+    layout = layout or bucket_layout(lengths, plan)
+    b, batch_id, n_k = layout.buckets, layout.batch_id, layout.batches_per_bucket
+    perm = _perm(lengths.numel(), g, dev)
+    order = perm.index_select(0, torch.sort(b.index_select(0, perm), stable=True).indices)  # by bucket
     n_b = int(n_k.sum())
     if interleave:
         # largest-deficit interleave (Megatron's blending): buckets run dry together and a
@@ -275,10 +293,11 @@ def _framework(strategy: str, lengths: torch.Tensor, plan: Plan, seed: int, epoc
 
 
 def build_epochs(strategy: str, lengths: torch.Tensor, plan: Plan, seed: int, epochs: int,
-                 samples: bool = True) -> list[Epoch]:
+                 samples: bool = True, layout: BucketLayout | None = None) -> list[Epoch]:
     """The batches of ``epochs`` epochs in feed order (epoch e uses seed + e, or the framework's
     own rule: see ``frameworks``). ``samples=False``: the per-batch tables only (the same
-    batches; ``Epoch.samples`` and ``offsets`` empty), for a Monte-Carlo over seeds."""
+    batches; ``Epoch.samples`` and ``offsets`` empty), for a Monte-Carlo over seeds; ``layout``:
+    a bucketed strategy's ``bucket_layout`` of these lengths, made once for many seeds."""
     seen, lengths = lengths, lengths.clamp(max=plan.max_seq_len)
     if strategy == "static-sorted":
         s = Sorted(lengths, plan)
@@ -291,9 +310,9 @@ def build_epochs(strategy: str, lengths: torch.Tensor, plan: Plan, seed: int, ep
             order = _perm(lengths.numel(), _gen(seed + e), lengths.device)
             out.append(_packed(lengths, order, plan, None, samples))
         elif strategy == "bucketed-shuffle":
-            out.append(_bucketed(lengths, plan, seed + e, interleave=False, samples=samples))
+            out.append(_bucketed(lengths, plan, seed + e, interleave=False, samples=samples, layout=layout))
         elif strategy == "stride-interleave":
-            out.append(_bucketed(lengths, plan, seed + e, interleave=True, samples=samples))
+            out.append(_bucketed(lengths, plan, seed + e, interleave=True, samples=samples, layout=layout))
         else:
             raise ValueError(f"unknown strategy {strategy!r} (known: {', '.join(STRATEGIES)})")
     return out

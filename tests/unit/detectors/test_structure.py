@@ -131,6 +131,10 @@ def test_ranks_and_spearman_over_rows_at_once() -> None:
         a = np.round(rng.normal(0, 1, 200), 1)
         rows[3] = 7.0  # a constant row correlates 0, as spearman() says
         assert np.allclose(spearman_rows(a, rows), [spearman(a, r) for r in rows], atol=1e-12)
+    # a matrix large enough to be ranked in blocks of rows on threads: the same ranks
+    big = np.round(rng.normal(0, 1, (40, 9000)), 1)
+    assert np.array_equal(ranks(big), rankdata(big, axis=1))
+    assert np.array_equal(ranks(np.ascontiguousarray(big.T)).T, rankdata(big, axis=0))
 
 
 def test_a_wide_centred_median_is_taken_on_a_subsample_and_stays_close() -> None:
