@@ -11,7 +11,11 @@ Two floors in the same run, for what a reader of these lines can cost at all:
   whole, each 'key=value' pair's value read as a decimal number into its key's column,
   single-threaded (as fast as plain C reads these lines, the issue's 'C reference').
 
-    python bench/parse_speed.py [--lines 1000000] [--repeat 3]
+The same lines with 1 % of a real run's noise between them (``losslens.synth.with_noise``:
+tracebacks, warnings, a rank's NCCL line, a progress bar, checkpoint messages, blank lines) are
+read in the same run, against the clean file and the C reference on the noisy file.
+
+    python bench/parse_speed.py [--lines 1000000] [--repeat 3] [--noise 0.01]
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--lines", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--noise", type=float, default=0.01, help="share of noise lines in the noisy file")
     args = ap.parse_args()
     path = dflash_log(args.lines)
     size_mb = path.stat().st_size / 2**20
@@ -95,6 +100,23 @@ def main() -> None:
         print("C reference          -      (no C compiler found)")
     print(f"peak RSS read_log {rss:7.0f} MiB (interpreter + imports alone: {base:.0f} MiB; "
           f"goal <= 400)")
+    if args.noise:
+        noisy = _noisy(path, args.noise)
+        t = best_of(lambda: read_log(noisy), args.repeat)
+        ref = compiled_reference(noisy, args.repeat)
+        against = f"; the C reference on it {ref:.2f} s: read_log takes {t / ref:.2f}x" if ref else ""
+        print(f"noisy file        {t:7.2f} s   ({args.noise:.0%} noise lines): {t / fast:.2f}x the clean "
+              f"file{against}")
+
+
+def _noisy(path: Path, share: float) -> Path:
+    """``path``'s lines with ``share`` of a real run's noise between them (cached beside it)."""
+    from losslens.synth import with_noise
+
+    out = path.with_name(f"{path.stem}_noise{share:g}.log")
+    if not out.exists():
+        out.write_text("\n".join(with_noise(path.read_text().splitlines(), share)) + "\n")
+    return out
 
 
 if __name__ == "__main__":

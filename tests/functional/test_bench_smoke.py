@@ -60,6 +60,7 @@ def test_parse_speed_benchmark_runs_small() -> None:
     out = _bench("parse_speed.py", "--lines", "5000", "--repeat", "1", timeout=300)
     assert "plain re loop" in out and "same-columns loop" in out and "polars' floor" in out
     assert "C reference" in out  # (built and run, or '(no C compiler found)')
+    assert re.search(r"noisy file +\d+\.\d\d s +\(1% noise lines\): \d+\.\d\dx the clean file", out)
 
 
 @pytest.mark.slow
