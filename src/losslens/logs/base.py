@@ -163,6 +163,12 @@ class Format:
     # the parser reads the lines it leaves
     rows: Callable[..., Any] | None = None
 
+    def chunk_reader(self) -> Callable[..., None] | None:
+        """A fresh column-wise reader of this format's chunks that keeps what it learns from one
+        chunk for the next (key=value's templates): (chunk, first line number, sink, acc, parser,
+        strip); None where ``rows`` is the format's column-wise path (or it has none)."""
+        return None
+
     def sniff(self, lines: list[str]) -> int:
         """How many of these sample lines (non-blank, from the head) this format reads."""
         return 0

@@ -13,6 +13,7 @@ import io
 import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from itertools import accumulate
 from typing import Any, Final, TypeVar
 
 import numpy as np
@@ -359,6 +360,7 @@ def account_chunk(chunk: bytes, text: pl.Series | None, lineno: pl.Series, blank
 # so the greedy match is it)
 _WHOLE = [f"^(?:{p.pattern.removeprefix('^')})" for p in PREFIXES]
 _RANK_MARK = re.compile(rb"\]:")  # (a compiled search skips the many ']' of a log faster than `in`)
+_RANK = r"^(?<all>\s*\[(?:[A-Za-z_]+)?(?<rank>\d+)\]:\s?)"
 _RANK_LINE = re.compile(rb"[ \t\f\v]*\[(?:[A-Za-z_]+)?\d+\]:")  # _RANK, line by line in bytes
 FEW_RANKED = 32  # at most one line in this many behind a rank prefix: those lines go to the parser
 # what the vectorised readers see of a line left to the parser: no pattern reads it, and it is not
@@ -368,7 +370,9 @@ HIDDEN = "\x01"
 
 def _ranked_starts(chunk: bytes) -> list[int] | None:
     """Where the chunk's lines behind a torchrun rank prefix start, where they are few (at most one
-    line in FEW_RANKED: a rank's NCCL warning among rank 0's records), else None."""
+    line in FEW_RANKED: a rank's NCCL warning among rank 0's records), else None. Cutting the
+    prefixes column-wise costs a pass over every line of the chunk; those few lines are left to
+    the per-line parser instead, which cuts them and tags their rank (``base.feed_ranked``)."""
     most = count_lines(chunk) // FEW_RANKED
     starts: list[int] = []
     for m in _RANK_MARK.finditer(chunk):  # (']:' is rare in a log: its lines are looked at alone)
@@ -380,22 +384,6 @@ def _ranked_starts(chunk: bytes) -> list[int] | None:
     return starts
 
 
-def few_ranked(chunk: bytes) -> list[int] | None:
-    """The indices of the chunk's lines behind a torchrun rank prefix where they are few (see
-    ``_ranked_starts``), else None. Cutting the prefixes column-wise costs a pass over every line
-    of the chunk; those few lines are left to the per-line parser, which cuts them and tags
-    their rank (``base.feed_ranked``)."""
-    starts = _ranked_starts(chunk)
-    if starts is None:
-        return None
-    out, line, at = [], 0, 0
-    for s in starts:
-        line += chunk.count(b"\n", at, s)
-        at = s
-        out.append(line)
-    return out
-
-
 def _hidden(chunk: bytes, starts: list[int]) -> bytes:
     """``chunk`` with the lines that start at ``starts`` as ``HIDDEN`` (their newlines kept)."""
     parts, at = [], 0
@@ -405,7 +393,6 @@ def _hidden(chunk: bytes, starts: list[int]) -> bytes:
         at = len(chunk) if end < 0 else end
     parts.append(chunk[at:])
     return b"".join(parts)
-_RANK = r"^(?<all>\s*\[(?:[A-Za-z_]+)?(?<rank>\d+)\]:\s?)"
 
 
 def prefix_times(text: pl.Series) -> pl.Series:
@@ -565,24 +552,30 @@ def cut_prefixes(text: pl.Series, strip: bool) -> tuple[pl.Series, pl.DataFrame 
 
 
 def without_prefixes(chunk: bytes, first_lineno: int, strip: bool, sink: Sink
-                     ) -> tuple[bytes, pl.Series | None]:
+                     ) -> tuple[bytes, pl.Series | None, pl.Series | None]:
     """The chunk as a vectorised reader reads it: its lines without a capture's prefixes (when
     ``strip``) and torchrun rank prefixes, whose time and rank are set as ``sink.tags`` for the
-    chunk's rows; with the original lines (for the per-line parser) when anything was cut."""
+    chunk's rows; with the original lines (for the per-line parser) when anything was cut or
+    hidden; and the chunk's lines as the reader reads them, where they were split already."""
     sink.tags = None
     if not strip and not _RANK_MARK.search(chunk):
-        return chunk, None
+        return chunk, None, None
     if not strip and (few := _ranked_starts(chunk)) is not None:
         # a few lines behind a rank prefix: hidden from the vectorised reader, the parser reads
         # them as the file has them (and cuts their prefix)
-        return (_hidden(chunk, few), lines_of(chunk)) if few else (chunk, None)
+        if not few:
+            return chunk, None, None
+        original = lines_of(chunk)
+        gaps = [chunk.count(b"\n", a, b) for a, b in zip([0, *few], few, strict=False)]
+        at = list(accumulate(gaps))  # each hidden line's index in the chunk
+        return _hidden(chunk, few), original, original.clone().scatter(at, HIDDEN)  # (in place)
     text = lines_of(chunk)
     rest, tags = cut_prefixes(text, strip)
     if tags is None and rest.fill_null("").equals(text.fill_null("")):
-        return chunk, None
+        return chunk, None, None
     if tags is not None:
         sink.tags = tags.with_columns(line_numbers(first_lineno, len(text)))
-    return (rest.fill_null("").str.join("\n").item() + "\n").encode(), text
+    return (rest.fill_null("").str.join("\n").item() + "\n").encode(), text, None
 
 
 Rows = Callable[[pl.Series, pl.Series, Sink, Any], pl.Series]  # (text, lineno, sink, parser)
@@ -601,16 +594,9 @@ def read_chunk(chunk: bytes, first: int, sink: Sink, acc: Accounting, parser: Li
     state it shares with the per-line path) and returns the rows it read; every other line goes
     to ``parser``, as it stands in the file. A capture's prefixes (``strip``) and torchrun rank
     prefixes are cut off first, their time and rank kept (see ``without_prefixes``)."""
-    few = None if strip or not _RANK_MARK.search(chunk) else few_ranked(chunk)
-    if few is not None:  # a few lines behind a rank prefix (a rank's warning): to the parser
-        sink.tags = None
-        as_filed = lines_of(chunk)
-        text = as_filed.clone().scatter(few, HIDDEN) if few else as_filed  # (scatter is in place)
-        data = chunk
-    else:
-        data, original = without_prefixes(chunk, first, strip, sink)
-        text = lines_of(data)
-        as_filed = text if original is None else original
+    data, original, text = without_prefixes(chunk, first, strip, sink)
+    text = lines_of(data) if text is None else text
+    as_filed = text if original is None else original
     blank = as_filed.is_null() | (as_filed.str.strip_chars().str.len_bytes() == 0)
     lineno = line_numbers(first, len(text))
     n_idle = len(sink.idle_lines)

@@ -14,11 +14,13 @@ from losslens.logs.base import small
 from losslens.logs.frame import LogData, Segment, assemble, from_arrays
 from losslens.logs.registry import BY_NAME, check_format
 from losslens.logs.sink import Accounting, Sink
-from losslens.logs.sniff import SNIFF_DEEP_BYTES, SNIFF_LINES, Samples, choose, sniff, strips
+from losslens.logs.sniff import SNIFF_LINES, Samples, choose, sniff, strips
 from losslens.logs.source import MAX_LINE, Source, decode_lines, open_source
 from losslens.logs.stream import read_file
 
 __all__ = ["LogData", "Segment", "from_arrays", "read_log", "sniff", "strips"]
+
+SNIFF_DEEP_BYTES = 8 << 20  # how far a log whose first lines say nothing is looked into, once
 
 def whole_document(path: str) -> bool:
     """A log that is read as one document, not line by line (so watch re-reads it whole when it

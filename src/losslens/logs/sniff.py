@@ -14,7 +14,6 @@ from losslens.logs.base import RANK_PREFIX, Format, strip_prefixes
 from losslens.logs.names import unwrapped
 
 SNIFF_LINES = 400
-SNIFF_DEEP_BYTES = 8 << 20
 
 
 def sniff(lines: list[str], limit: int = SNIFF_LINES) -> tuple[Format | None, dict[str, int]]:
@@ -57,12 +56,6 @@ def _score(samples: Samples, fmt: Format) -> int:
     capture's prefixes."""
     score = samples.score(fmt)
     return score if score == len(samples.raw) else max(score, samples.score(fmt, stripped=True))
-
-
-def _sniffed(lines: list[str], limit: int) -> tuple[Format | None, Samples]:
-    """``sniff``'s format, and the samples it was sniffed on (for ``strips``)."""
-    samples = Samples.of(lines, limit)
-    return _sniff(samples)[0], samples
 
 
 def _sniff(samples: Samples) -> tuple[Format | None, dict[str, int]]:

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import polars as pl
 
 from losslens.logs.base import Format, LineParser, feed_ranked, finish_fed
 from losslens.logs.columnar import read_chunk
-from losslens.logs.formats.kv import columns as kv_columns
 from losslens.logs.registry import BY_NAME
 from losslens.logs.sink import Accounting, Sink
 from losslens.logs.sniff import choose, strips
@@ -60,6 +61,7 @@ class LineStream:
         self.columnar = columnar
         self.strip = bool(strip)
         self.parser: LineParser | None = None
+        self.chunks: Callable[..., None] | None = None  # the format's column-wise reader (see _ready)
         if fmt is not None and strip is not None and first_line is not None:
             self._ready(fmt, strip, first_line)
         self.pending: list[tuple[int, str]] = []  # lines held until the format is chosen
@@ -70,7 +72,6 @@ class LineStream:
         self.kept: list[tuple[int, str]] = []  # the lines read under a provisional format
         self.next_resniff = 0
         self.before = Accounting()  # the accounting before the provisional format read a line
-        self.templates: list[kv_columns.Template] | None = None  # key=value's column-wise state
         self.restarted = False
         self.notes: list[str] = []
 
@@ -78,12 +79,10 @@ class LineStream:
 
     def feed(self, line: str) -> None:
         """One line, as it comes."""
-        self.acc.total += 1
-        lineno = self.acc.total
-        line = line.rstrip("\r")
-        if not line.strip():
-            self.acc.blank += 1
+        counted = self._counted(line)
+        if counted is None:
             return
+        line, lineno = counted, self.acc.total
         if self.parser is None:
             self.pending.append((lineno, line))
             if len(self.pending) == 1:
@@ -124,11 +123,8 @@ class LineStream:
             return
         if not self.format.keeps_records:
             self.sink.compact()
-        for line in decode_lines(chunk):
-            self.acc.total += 1
-            line = line.rstrip("\r")
-            if not line.strip():
-                self.acc.blank += 1
+        for raw in decode_lines(chunk):
+            if (line := self._counted(raw)) is None:
                 continue
             if self.parser is None and "\x00" not in line:
                 self._ready(self.format, self.strip, line)
@@ -189,13 +185,23 @@ class LineStream:
 
     # --- inside --------------------------------------------------------------------------------
 
+    def _counted(self, line: str) -> str | None:
+        """A line counted: without its '\r', or None (counted blank) where it holds nothing."""
+        self.acc.total += 1
+        line = line.rstrip("\r")
+        if not line.strip():
+            self.acc.blank += 1
+            return None
+        return line
+
     def _has_columns(self) -> bool:
-        assert self.format is not None
-        return self.columnar and (self.format.name == "kv" or self.format.rows is not None)
+        return self.columnar and self.chunks is not None
 
     def _ready(self, fmt: Format, strip: bool, first_line: str) -> None:
         self.format, self.strip = fmt, strip
         self.parser = fmt.parser_for(self.sink, first_line)
+        rows = fmt.rows
+        self.chunks = fmt.chunk_reader() or (None if rows is None else partial(read_chunk, rows=rows))
 
     def _line(self, lineno: int, line: str) -> None:
         assert self.parser is not None
@@ -210,14 +216,8 @@ class LineStream:
 
     def _chunk(self, chunk: bytes) -> None:
         """A batch of whole lines, column-wise (see ``columnar.read_chunk``)."""
-        assert self.format is not None and self.parser is not None
-        first = self.acc.total + 1
-        if self.format.name == "kv":
-            self.templates = kv_columns.read_chunk(chunk, first, self.templates, self.sink, self.acc,
-                                                   self.parser, self.strip)
-        else:
-            assert self.format.rows is not None
-            read_chunk(chunk, first, self.sink, self.acc, self.parser, self.strip, self.format.rows)
+        assert self.chunks is not None and self.parser is not None
+        self.chunks(chunk, self.acc.total + 1, self.sink, self.acc, self.parser, self.strip)
         del self.sink.idle_lines[:]  # (accounted by the chunk's reader)
 
     def _due(self) -> bool:
@@ -270,7 +270,7 @@ class LineStream:
         self.acc.parsed, self.acc.skipped = self.before.parsed, Counter(self.before.skipped)
         self.acc.examples = dict(self.before.examples)
         self.sink = Sink(source_name=self.sink.source_name)
-        self.templates, self.restarted = None, True
+        self.restarted = True
         lines = [x for _, x in kept]
         self._ready(fmt, strips(fmt, lines, limit=len(lines)), lines[0])
         self.notes.append(f"the first lines read as {old.name if old else '?'}, then as {fmt.name} once "

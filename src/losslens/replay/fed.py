@@ -15,12 +15,13 @@ own correlation (``correlate``) shares the event and attribution helpers kept he
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from losslens.detectors.stats import detrend, settled, spearman
+from losslens.detectors.stats import autocorrelation, detrend, ranks, settled, spearman
 from losslens.errors import InputError
 from losslens.replay.align import TOLERANCE
 
@@ -436,16 +437,9 @@ def attribute(findings: list, correlation: dict, decided: dict, alpha: float = 0
 def bartlett_p(a: np.ndarray, b: np.ndarray, rho: float) -> float:
     """Two-sided p of a rank correlation ``rho`` between two autocorrelated series, its null
     variance from Bartlett's formula (1 + 2 sum of the products of their autocorrelations) / n."""
-    from math import erfc, sqrt
-
-    from losslens.detectors.stats import ranks
-
     n = len(a)
-    ra, rb = ranks(a) - (n - 1) / 2, ranks(b) - (n - 1) / 2
-    m = 1 << (2 * n - 1).bit_length()
-    acf_a = np.fft.irfft(np.abs(np.fft.rfft(ra, m)) ** 2, m)[:n]
-    acf_b = np.fft.irfft(np.abs(np.fft.rfft(rb, m)) ** 2, m)[:n]
-    acf_a, acf_b = acf_a / acf_a[0], acf_b / acf_b[0]
-    lags = max(1, n // 4)
-    var = (1 + 2 * float(np.sum(acf_a[1:lags] * acf_b[1:lags]))) / n
-    return float(erfc(abs(rho) / sqrt(2 * max(var, 1e-12))))
+    lags = np.arange(1, max(1, n // 4))
+    # the plain (biased) estimate at each lag: ``autocorrelation`` divides by the pairs a lag has
+    acf_a, acf_b = (autocorrelation(ranks(x) - (n - 1) / 2)[lags] * (n - lags) / n for x in (a, b))
+    var = (1 + 2 * float(np.sum(acf_a * acf_b))) / n
+    return float(math.erfc(abs(rho) / math.sqrt(2 * max(var, 1e-12))))

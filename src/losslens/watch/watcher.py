@@ -97,7 +97,6 @@ class Watcher:
             else frozenset()
         self.nonfinite: dict[str, dict[str, Any]] = {}
         self.urgent = False  # a metric was read non-finite for the first time: analyse now
-        self.names: dict[str, str] = {}  # the metrics' names as the log wrote them
 
     @property
     def format(self) -> Format | None:
@@ -152,7 +151,6 @@ class Watcher:
             self.evals.clear()
             self.nonfinite.clear()
             self.new_records = 0
-        self.names = self.stream.names
         train, n_train = self._rows(taken.frames, taken.train)
         evals, _ = self._rows(taken.eval_frames, taken.eval)
         self.train.extend(train)
@@ -230,7 +228,7 @@ class Watcher:
         if not self.train and not self.evals:
             return []
         sink = Sink(train=[dict(r) for r in self.train], eval=[dict(r) for r in self.evals],
-                    names=dict(self.names))
+                    names=dict(self.stream.names))
         acc = Accounting(total=self.acc.total, parsed=self.acc.parsed, blank=self.acc.blank)
         try:
             log = assemble(self.source, self.format.name if self.format else "?", sink, acc)

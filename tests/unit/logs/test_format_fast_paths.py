@@ -846,3 +846,20 @@ def test_a_real_run_s_noise_keeps_the_column_wise_path(tmp_path, columnar, chunk
     assert log.train.height == clean_log.train.height
     monkeypatch.setattr(col, "feed_ranked", real)
     assert_same(path, name)
+
+
+def test_a_few_lines_behind_a_rank_prefix_are_hidden_from_the_vectorised_reader() -> None:
+    """Three of 300 lines behind '[rankN]: ': the vectorised reader sees them as one unreadable
+    character at their own places, the parser gets them as the file has them."""
+    from losslens.logs.columnar import HIDDEN, lines_of, without_prefixes
+    from losslens.logs.sink import Sink
+
+    lines = [f"iter {i}: loss 2.5, time 10.0ms" for i in range(300)]
+    at = [7, 150, 299]
+    for i in at:
+        lines[i] = f"[rank{i % 4}]: NCCL WARN timeout {i}"
+    chunk = ("\n".join(lines) + "\n").encode()
+    data, original, text = without_prefixes(chunk, 1, False, Sink())
+    assert original is not None and original.to_list() == lines
+    assert text is not None and [i for i, x in enumerate(text.to_list()) if x == HIDDEN] == at
+    assert lines_of(data).to_list() == text.to_list()

@@ -5,6 +5,7 @@ live log's lines: see ``stream.LineStream``)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import lru_cache
 
 from losslens.logs.base import (
@@ -158,3 +159,10 @@ class KeyValue(Format):
 
     def parser(self, sink: Sink) -> LineParser:
         return _KVParser(sink)
+
+    def chunk_reader(self) -> Callable[..., None]:
+        """Each chunk's template lines vectorised (see ``kv.columns``), the templates found in
+        the first kept for the next."""
+        from losslens.logs.formats.kv.columns import TemplateReader
+
+        return TemplateReader()

@@ -213,9 +213,20 @@ def read_chunk(chunk: bytes, first: int, tpls: list[Template] | None, sink: Sink
     their time and rank kept. The templates (found in this chunk when ``tpls`` is None) are
     returned for the next chunk."""
 
-    data, original = without_prefixes(chunk, first, strip, sink)
+    data, original, _ = without_prefixes(chunk, first, strip, sink)
     if tpls is None:
         tpls = templates(decode_lines(data[: 1 << 20])[: SAMPLE_LINES])
     parse_chunk(data, first, tpls, sink, acc, parser, original, ranked_feed(sink, strip))
     sink.tags = None
     return tpls
+
+
+class TemplateReader:
+    """``read_chunk`` chunk after chunk, the templates found in the first kept for the next."""
+
+    def __init__(self) -> None:
+        self.templates: list[Template] | None = None
+
+    def __call__(self, chunk: bytes, first: int, sink: Sink, acc: Accounting, parser: LineParser,
+                 strip: bool) -> None:
+        self.templates = read_chunk(chunk, first, self.templates, sink, acc, parser, strip)
