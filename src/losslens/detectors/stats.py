@@ -339,7 +339,9 @@ def hinge_onset(y: np.ndarray, lo: int, hi: int, max_points: int = 2000, candida
     """Where a rise sets in: the t0 in [lo, hi] whose model y = a + b·t + c·t² + d·max(0, t − t0)
     (a smooth, possibly curved, course and an added rise from t0, d > 0) fits ``y[lo:]`` best by
     least squares; with its R². Fitted on at most ``max_points`` points (a regular subsample) and
-    ``candidates`` onsets."""
+    ``candidates`` onsets. Fits within rounding of each other are ties, won by the earlier onset,
+    and a rise within rounding of 0 counts: on an exactly straight line every onset fits, and
+    which one rounding error favours would depend on the machine's BLAS."""
     n = len(y)
     idx = np.arange(lo, n, max(1, (n - lo) // max_points))
     yy, t = y[idx].astype(np.float64), idx.astype(np.float64)
@@ -347,12 +349,13 @@ def hinge_onset(y: np.ndarray, lo: int, hi: int, max_points: int = 2000, candida
     tn = (t - t.mean()) / scale
     base = np.stack([np.ones_like(tn), tn, tn * tn], 1)
     total = float(((yy - yy.mean()) ** 2).sum()) or 1.0
+    tie, flat = 1e-9 * total, -1e-9 * (float(np.abs(yy).max()) + 1e-300)
     best, onset = np.inf, hi
     for t0 in np.unique(np.linspace(lo, hi, min(candidates, max(2, hi - lo + 1))).astype(np.int64)):
         a = np.column_stack([base, np.maximum(0.0, t - t0) / scale])
         coef, *_ = np.linalg.lstsq(a, yy, rcond=None)
         sse = float(((a @ coef - yy) ** 2).sum())
-        if coef[-1] > 0 and sse < best:
+        if coef[-1] > flat and sse < best - tie:
             best, onset = sse, int(t0)
     return onset, 1 - best / total if np.isfinite(best) else 0.0
 
