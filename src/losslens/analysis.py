@@ -11,6 +11,7 @@ import polars as pl
 
 from losslens import progress
 from losslens.detectors import REGISTRY, Detector, Series
+from losslens.detectors.base import KindDoc
 from losslens.detectors.nonfinite import NonFinite
 from losslens.errors import UsageError
 from losslens.findings import Finding, Report, Severity, Skipped
@@ -189,6 +190,18 @@ def _loss_candidates(log: LogData) -> tuple[list[str], list[str]]:
     """The loss-like training columns, and those of them named a total or the train loss."""
     candidates = [c for c in log.metrics if _loss_like(c)]
     return candidates, [c for c in candidates if "total" in c or "train" in c]
+
+
+# The one finding kind that no detector gives: the analysis adds it when it cannot pick the loss.
+NO_LOSS_METRIC = KindDoc(
+    meaning=("no column could be taken as the loss (every metric and the loss-like candidates are "
+             "listed); `check` exits 2 on it unless `--metric` names one"),
+    severity="warning (and `check` exits 2 on it unless `--metric` is given)",
+    evidence=("`columns` (every metric of the log, as it names them), `loss_like` (the candidates when "
+              "there were several). Not a detector: `analyze` adds it when no column can be taken as "
+              "the loss"),
+    contract=("no column could be taken as the loss (warning; added by the gate issue: `check` exits 2 "
+              "on it unless `--metric` names a column)"))
 
 
 def _no_loss(log: LogData, steps: dict[str, int | None]) -> Finding:

@@ -75,9 +75,10 @@ def test_directory_and_unknown_format(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "no log files found in" in one_error_line(proc)
     log = tmp_path / "a.log"
     log.write_text("step=1 loss=2.0\n")
-    # choices are checked by the option parser: exit 2 and the choices named, no traceback
+    # an unknown format or level: exit 2 and the choices named, no traceback
     proc = run("analyze", "--format", "nope", str(log))
-    assert proc.returncode == 2 and b"'nope' is not one of 'auto', 'trainer-state'" in proc.stderr
+    assert proc.returncode == 2
+    assert "unknown format 'nope' (known: auto, trainer-state, json-records" in one_error_line(proc)
     proc = run("check", "--fail-on", "fatal", str(log))
     assert proc.returncode == 2 and b"'fatal' is not one of 'info', 'warning', 'error'" in proc.stderr
     assert b"Traceback" not in proc.stderr

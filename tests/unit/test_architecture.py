@@ -3,59 +3,23 @@ registry entry each, through the public API; the CLI's literal names match the r
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from losslens import cli, read_log
 from losslens.analysis import analyze
-from losslens.detectors import REGISTRY, Detector, Series
-from losslens.findings import Finding, Severity, Skipped
+from losslens.detectors import REGISTRY
 from losslens.logs import BY_NAME, registry
-from losslens.logs.base import Format, LineParser
+from tests.unit.toys.above_three import AboveThree
+from tests.unit.toys.toy import Toy
 
-TOY_LINE = re.compile(r"^toy #(\d+): loss is ([\d.]+|nan)$")
-
-
-class _ToyParser(LineParser):
-    def feed(self, lineno: int, line: str) -> str | None:
-        m = TOY_LINE.match(line)
-        if not m:
-            return "not a toy line"
-        self.sink.emit(lineno, int(m.group(1)), {"loss": float(m.group(2))})
-        return None
-
-
-class Toy(Format):
-    name = "toy"
-    title = "toy #N: loss is X"
-    example = "toy #1: loss is 2.5"
-
-    def sniff(self, lines: list[str]) -> int:
-        return sum(bool(TOY_LINE.match(x)) for x in lines)
-
-    def parser(self, sink) -> LineParser:
-        return _ToyParser(sink)
-
-
-@dataclass(frozen=True)
-class AboveThree(Detector):
-    name = "above_three"
-    title = "the loss above 3"
-
-    limit: float = 3.0
-
-    def detect(self, series: Series) -> list[Finding] | Skipped:
-        over = np.flatnonzero(series.values > self.limit)
-        if not len(over):
-            return []
-        a, b = int(series.steps[over[0]]), int(series.steps[over[-1]])
-        summary = f"{series.metric} above {self.limit} at {len(over)} record(s)"
-        return [Finding(self.name, Severity.WARNING, series.metric, a, b, summary, {"records": len(over)})]
-
+ROOT = Path(__file__).resolve().parents[2]
+TOYS = Path(__file__).parent / "toys"
 
 def test_a_toy_format_and_detector_are_their_own_code_plus_a_registry_line(tmp_path: Path,
                                                                            monkeypatch) -> None:
@@ -72,10 +36,70 @@ def test_a_toy_format_and_detector_are_their_own_code_plus_a_registry_line(tmp_p
     assert hits[0].line == 10  # the file's line, attached by the analysis for every kind
 
 
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.parts}
+
+
+def _add_line(path: Path, after: str, line: str) -> None:
+    text = path.read_text()
+    assert after in text, (path, after)
+    path.write_text(text.replace(after, after + line, 1))
+
+
+@pytest.mark.slow
+def test_a_newcomer_adds_a_format_and_a_detector_touching_four_files(tmp_path: Path) -> None:
+    """In a copy of the project, as a newcomer would: the toy format and the toy detector each in a
+    new module plus its registry entry (an import and a line in the registry's tuple), then
+    ``python -m losslens.doc_tables`` rewrites the documentation's tables. The CLI then reads the
+    toy log with ``--format toy``, lists both, gates on the detector's finding, and no table is out
+    of step: the four files are all a person touched; the three documents were generated."""
+    copy = tmp_path / "project"
+    shutil.copytree(ROOT / "src", copy / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for doc in ("README.md", "docs/findings.md", "docs/contract.md"):
+        (copy / doc).parent.mkdir(exist_ok=True)
+        shutil.copy(ROOT / doc, copy / doc)
+    before = _files(copy)
+    pkg = copy / "src" / "losslens"
+    shutil.copy(TOYS / "toy.py", pkg / "logs" / "formats" / "toy.py")
+    _add_line(pkg / "logs" / "registry.py", "from losslens.logs.formats.torchtitan import TorchTitan\n",
+              "from losslens.logs.formats.toy import Toy\n")
+    _add_line(pkg / "logs" / "registry.py", "    TensorBoard(),\n", "    Toy(),\n")
+    shutil.copy(TOYS / "above_three.py", pkg / "detectors" / "above_three.py")
+    _add_line(pkg / "detectors" / "__init__.py", "from __future__ import annotations\n\n",
+              "from losslens.detectors.above_three import AboveThree\n")
+    _add_line(pkg / "detectors" / "__init__.py", "    ThroughputDrop(),\n", "    AboveThree(),\n")
+    by_hand = {p for p, data in _files(copy).items() if before.get(p) != data}
+
+    env = {**os.environ, "PYTHONPATH": str(copy / "src"), "COLUMNS": "200"}
+
+    def losslens(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", *args], cwd=copy, env=env, capture_output=True,
+                              text=True, timeout=120, check=False)
+
+    wrote = losslens("losslens.doc_tables")
+    assert wrote.returncode == 0, wrote.stderr
+    generated = {p for p, data in _files(copy).items() if before.get(p) != data} - by_hand
+    assert by_hand == {"src/losslens/logs/formats/toy.py", "src/losslens/logs/registry.py",
+                       "src/losslens/detectors/above_three.py", "src/losslens/detectors/__init__.py"}
+    assert generated == {"README.md", "docs/findings.md", "docs/contract.md"}
+    assert "| `toy` | toy #N: loss is X |" in (copy / "README.md").read_text()
+    assert "| `above_three` | error | `records` |" in (copy / "docs" / "findings.md").read_text()
+
+    log = tmp_path / "toy.log"
+    log.write_text("".join(f"toy #{i}: loss is {2 + (i % 10 == 9) * 1.5:.1f}\n" for i in range(40)))
+    check = losslens("losslens", "check", "--format", "toy", str(log))
+    assert check.returncode == 1 and "above_three" in check.stdout, check.stdout + check.stderr
+    listed = losslens("losslens", "formats").stdout + losslens("losslens", "detectors").stdout
+    assert "toy #1: loss is 2.5" in listed and "the loss above 3" in listed
+    fresh = losslens("losslens.doc_tables")
+    assert fresh.returncode == 0 and fresh.stdout == ""  # nothing left to rewrite
+
+
 def test_the_cli_names_match_the_registries() -> None:
     from losslens.replay.strategies import STRATEGIES
 
-    assert set(cli.FORMAT_NAMES) == {"auto", *BY_NAME}
+    assert cli._format_names("") == ["auto", *BY_NAME] and cli._format_names("mega") == ["megatron"]
     assert set(cli.STRATEGY_NAMES) == set(STRATEGIES)
 
 

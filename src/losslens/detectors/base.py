@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -47,11 +48,30 @@ class Series:
         return v, steps
 
 
+@dataclass(frozen=True)
+class KindDoc:
+    """What a finding kind means, as the documentation tables say it; the tables are generated
+    from these (``losslens.doc_tables``), so a detector's documentation lives in its module.
+
+    meaning: the README's findings table. severity, evidence: docs/findings.md (when each severity
+    is given; the evidence keys). contract: docs/contract.md's row, the shared contract's words.
+    extensions: rows later issues added to the contract, each (first cell, text); ``{kind}`` in
+    the first cell stands for the kind's name."""
+
+    meaning: str
+    severity: str
+    evidence: str
+    contract: str
+    extensions: tuple[tuple[str, str], ...] = ()
+
+
 class Detector(ABC):
-    """One kind of finding. ``name`` is the finding kind and the CLI's name for it."""
+    """One kind of finding. ``name`` is the finding kind and the CLI's name for it; ``title`` its
+    one line in ``losslens detectors``; ``doc`` its rows in the documentation's tables."""
 
     name: str = ""
     title: str = ""
+    doc: ClassVar[KindDoc]
     metrics: tuple[str, ...] = ("loss",)  # the canonical metrics it looks at
 
     def wants(self, columns: list[str]) -> list[str]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from losslens.detectors.base import Detector, Series
+from losslens.detectors.base import Detector, KindDoc, Series
 from losslens.detectors.relations import structures
 from losslens.detectors.stats import detrend
 from losslens.findings import Finding, Severity, Skipped, steps_text
@@ -126,6 +126,24 @@ class Ladder(Detector):
 
     name = "ladder"
     title = "repeated climbs through near-equal increments followed by a reset drop"
+    doc = KindDoc(
+        meaning=(
+            'climbs through near-equal increments, then a reset drop; cause `accumulator` (values are k '
+            '× a level: a summed, never-reset loss), `batch_composition` (the climbs recur with the data '
+            'order) or `unknown`'),
+        severity=(
+            'error with >= 3 episodes, else warning'),
+        evidence=(
+            '`episodes`, `median_length` (rising steps per climb), `increment`, `regularity_cv`, '
+            '`clearest` (up to 3 episodes: `start_step`, `peak_step`, `reset_step`, `values`), '
+            '`expected_by_chance` (episodes in shuffled data), `cause` (`accumulator` / '
+            '`batch_composition` / `unknown`) and its support: `on_integer_multiples`, '
+            '`reset_over_increment`, or `period_steps`'),
+        contract=(
+            'repeated climbs through near-equal increments followed by a reset drop (evidence.cause: '
+            '`accumulator` when the values are integer multiples of the reset level, `batch_composition` '
+            'when tied to data, `lr_schedule` when the logged LR explains it, else `unknown`)'),
+    )
     metrics = ("loss",)
 
     min_increments: int = 3

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from losslens.detectors.base import Detector, Series
+from losslens.detectors.base import Detector, KindDoc, Series
 from losslens.detectors.relations import same_series
 from losslens.detectors.stats import detrend, gmm_1d, robust_scale, runs_test, settled, spearman
 from losslens.findings import Finding, Severity, Skipped
@@ -74,6 +74,25 @@ class Multimodal(Detector):
 
     name = "multimodal"
     title = "the de-trended metric falls into two or more separated bands"
+    doc = KindDoc(
+        meaning=(
+            'the de-trended loss falls into separated bands (one per length bucket) met in like '
+            'proportions all along the run; `harmonic` when they stand at 1:2:3; a runs test says '
+            'whether high-loss records come in runs; `info` with cause `lr_schedule` when the loss '
+            'repeats with the logged LR (restarts)'),
+        severity=(
+            'error when `harmonic`, or when bands are far apart and come in runs; else warning'),
+        evidence=(
+            "`modes` (band centres in the metric's units), `shares`, `separation` (Ashman's D, "
+            'smallest), `bic_gain` (mixture vs one Gaussian), `harmonic` (modes at ~1:2:3), `runs_z`, '
+            '`runs_p` (Wald–Wolfowitz runs test: do high-band records cluster?); `cause` `lr_schedule` '
+            "(then `info`) when a periodicity of the same series is the logged LR's, or when the band a "
+            'record falls in follows the logged LR (`lr_rank_correlation`, |ρ| >= 0.5: warm '
+            'restarts, cyclic or step schedules)'),
+        contract=(
+            'the de-trended metric falls into two or more separated bands (evidence: modes, shares, '
+            '`harmonic` true when the modes stand at ~1:2:3 of the first)'),
+    )
     metrics = ("loss",)
 
     min_points: int = 100

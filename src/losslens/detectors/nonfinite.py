@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from losslens.detectors.base import Detector, Series, fmt_number
+from losslens.detectors.base import Detector, KindDoc, Series, fmt_number
 from losslens.findings import Finding, Severity, Skipped
 from losslens.logs.names import loss_like
 
@@ -22,6 +22,26 @@ class NonFinite(Detector):
 
     name = "nonfinite"
     title = "NaN or inf in a metric (start_step = the first such step); hidden NaN in HF logs"
+    doc = KindDoc(
+        meaning=(
+            'NaN/inf in every spelling programs print (`nan`, `-nan`, `NaN`, `inf`, `Infinity`, a bare '
+            "`nan` in a JSON line, Windows' `-nan(ind)`, and its older C runtime's `1.#QNAN0` / "
+            '`1.#INF00` in key=value, CSV, Megatron and fairseq lines), from the exact first step, in '
+            "the loss, grad norm, eval loss, accuracy, LR and every other loss column (a detector's box "
+            'and class losses, where none is the loss until `--metric` says: a NaN there fails `check` '
+            "with 1, not 2); a NaN hidden by HF's Trainer (NaN grad_norm, a frozen loss that the print "
+            'precision does not explain); a rare NaN grad norm while the loss stays finite and moving is '
+            'a `warning` (an fp16 loss-scaling skip)'),
+        severity=(
+            'error; warning for a frozen loss, and for a NaN grad norm in <= 5 % of the records (not to '
+            'the end) while the loss stays finite and moving (an fp16 dynamic-loss-scaling skip)'),
+        evidence=(
+            '`first_step`, `count`, `values` (NaN/inf/-inf), `to_end`; a value only a torchrun rank '
+            "other than the analysed one printed: `rank` too, and `line` that rank's line; frozen loss: "
+            '`frozen_value`, `records`, `repeat_rate_around`'),
+        contract=(
+            'NaN or inf in a metric (start_step = first such step)'),
+    )
     metrics = ("loss", "grad_norm", "eval_loss", "acc", "lr")
 
     frozen_records: int = 5

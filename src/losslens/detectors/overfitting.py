@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from losslens.detectors.base import Detector, Series, fmt_number
+from losslens.detectors.base import Detector, KindDoc, Series, fmt_number
 from losslens.detectors.stats import robust_scale, spearman
 from losslens.findings import Finding, Severity, Skipped
 
@@ -25,6 +25,19 @@ class Overfitting(Detector):
 
     name = "overfitting"
     title = "eval loss rises while the train loss still falls (start_step at the eval minimum)"
+    doc = KindDoc(
+        meaning=(
+            'eval loss rises from its best while the train loss keeps falling (an extension of the '
+            'contract)'),
+        severity=(
+            'warning'),
+        evidence=(
+            "`best_step`, `best`, `last`, `train_still_falling`; `noise` (the evals' noise the rise was "
+            'measured against, from 12 evals)'),
+        contract=(
+            'eval loss rises while the train loss still falls (added by the health-detectors issue; '
+            'start_step = the best eval step)'),
+    )
     metrics = ("eval_loss",)
 
     min_points: int = 4

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from losslens.detectors.base import Detector, Series
+from losslens.detectors.base import Detector, KindDoc, Series
 from losslens.detectors.relations import ladder_periods, structures
 from losslens.detectors.stats import (
     ar1,
@@ -268,6 +268,35 @@ class Periodicity(Detector):
 
     name = "periodicity"
     title = "a significant periodic component (period in steps), against a red-noise null"
+    doc = KindDoc(
+        meaning=(
+            'the fundamental period in steps (not the strongest harmonic of a pattern that is no sine), '
+            "a narrow peak above the spectrum's background (red noise and random walks are not periods); "
+            'cause `lr_schedule` (`info`: the logged LR repeats with it), `epoch` (`info`; a `warning`, '
+            'cause `memorisation`, when it is strong and the eval loss rises from its best), or '
+            '`data_order`; in a short pasted log (9–63 records) a cycle of records seen 3+ times'),
+        severity=(
+            'info at the epoch length (epoch staircase) or when the logged LR repeats with it; warning '
+            'for memorisation (an epoch pattern holding a third of the variance, or drops of 10 %, with '
+            'the eval loss up from its best); error when the period holds >= 20 % of the variance; else '
+            'warning'),
+        evidence=(
+            '`cause` (`lr_schedule` with `lr_share_at_period`, `epoch`, `memorisation` with '
+            '`eval_best_step`, `eval_rise`, `data_order`), `period_steps` (the fundamental: of the '
+            "strongest line's multiples whose records one multiple apart correlate, the best fold), "
+            '`strongest_line_steps`, `harmonics` (period and power over the background of the first '
+            'harmonics), `autocorrelation_at_period`, `share_of_variance`, `p_value` (the ordinate '
+            "against the periodogram's local background, Bonferroni over the tested frequencies), `ar1` "
+            '(lag-1 autocorrelation of the residual, for reference), `grid_spacing`, `matches` (known '
+            'periods: HF mega-batch of 50 steps, epoch length); for the epoch staircase: `epoch_starts`, '
+            '`drops`, `p_values`; for a short log (`method` `short-log folding`): `period_records`, '
+            "`cycles`, `agreement` (each cycle's correlation with the others' profile), `climb`, "
+            '`cycle_peaks`, `cycle_top`'),
+        contract=(
+            'a significant periodic component (evidence: the fundamental period in steps, its harmonics, '
+            'share of variance, p-value, cause when known: `lr_schedule`, `epoch`, `mega_batch`, '
+            '`data_order`)'),
+    )
     metrics = ("loss",)
 
     min_points: int = 64

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from losslens.detectors.base import Detector, Series
+from losslens.detectors.base import Detector, KindDoc, Series
 from losslens.detectors.stats import kept, median_where, runs_of, spearman
 from losslens.detectors.throughput import per_step, running_total
 from losslens.findings import Finding, Severity, Skipped
@@ -34,6 +34,30 @@ class PipelineStall(Detector):
 
     name = "pipeline_stall"
     title = "queues drained to zero (starved) or growing without bound (backlog); wall-time gaps"
+    doc = KindDoc(
+        meaning=(
+            'a queue (`q_pre=[...]`, `q_hs=[...]`, `queue_depth`) drained to 0 or growing without bound '
+            '(from the turn where it starts to grow); pauses between records'),
+        severity=(
+            'warning; info for pauses (checkpoints, evals); warning for a hang (>= 600 s and >= 50x '
+            'usual)'),
+        evidence=(
+            'queues: `queue`, `empty_records`, `longest_empty`, `stretches` or `start`, `end`, '
+            '`turn_step`, `growth_per_step`, `trend`; time: `gaps_s`, `steps`, `usual_s`; step times '
+            "(any name, or the Hugging Face Trainer's tqdm redraws): `steps` (each stall's first step), "
+            "`seconds` (each stall's total), `usual_s`, `periodic`"),
+        contract=(
+            'producer/consumer queue depths show starvation or backlog'),
+        extensions=(
+            ('`{kind}` (extension, the frameworks issue)',
+             'also a step whose time (under any name: `rtime`, `itime`, `iter_time`, `step_time`, '
+             "`time(s)`, `dt`, `*_ms`, `data_time`, an elapsed time's increments, or from tqdm's redraws "
+             "where the records carry no time) is far above the run's (evidence: steps, seconds, "
+             "usual_s, periodic); a few slow steps in a row (a progress bar's update spreads a stall "
+             'over the steps it covers) are one stall when they took 0.5 s more than usual in all and '
+             'the steps are fast again after them'),
+        ),
+    )
     metrics = ("q_*", "time")  # queue columns are found per log (see wants)
 
     min_empty: int = 3

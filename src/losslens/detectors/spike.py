@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from losslens.detectors.base import Detector, Series, fmt_number, fmt_times
+from losslens.detectors.base import Detector, KindDoc, Series, fmt_number, fmt_times
 from losslens.detectors.relations import at_cycle_peak, blows_up_into_nan, same_series, structures
 from losslens.detectors.stats import kept, rolling_median, runs_of
 from losslens.findings import Finding, Severity, Skipped
@@ -30,6 +30,29 @@ class Spike(Detector):
 
     name = "spike"
     title = "isolated excursions far above the local level (causal rolling median and MAD)"
+    doc = KindDoc(
+        meaning=(
+            'an isolated jump far above the local level (causal rule), with the grad-norm spike before '
+            "it when logged, and how often the run's own noise makes one that large"),
+        severity=(
+            "warning; info when the run's own heavy-tailed noise makes such a draw often enough "
+            '(`noise_draws_expected` >= 0.1, and no grad-norm spike before it)'),
+        evidence=(
+            '`peak_step`, `value`, `local_level` (causal rolling median), `ratio`, `z` (robust z on log '
+            'loss), `records`, `recovered`, `grad_norm_spike_step` (when grad_norm spiked first), '
+            '`noise_draws_expected` (how many excursions this large the noise makes in a run of this '
+            'length) and `noise_tail_index` (the Hill index of its downward swings), from 200 records. '
+            'Under `analyze --same-data`, a spike other runs share at the same step: `cause: "data"`, '
+            '`chance` (coincidences as rare expected among independent runs; a warning at or below 0.01, '
+            'information up to 0.05) and `shared_with` (each other run, its step and ratio)'),
+        contract=(
+            'isolated excursions far above the local level (one finding per spike or per cluster)'),
+        extensions=(
+            ('',
+             'Extension (the real-frameworks issue): evidence.cause `data`, with the runs and steps '
+             '(`shared_with`), when runs sharing a data order spike together (`analyze --same-data`)'),
+        ),
+    )
     metrics = ("loss",)
 
     window: int = 64

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from losslens.detectors.base import Detector, Series, fmt_number
+from losslens.detectors.base import Detector, KindDoc, Series, fmt_number
 from losslens.detectors.stats import kept, level_shift
 from losslens.findings import Finding, Severity, Skipped
 
@@ -21,6 +21,16 @@ class ThroughputDrop(Detector):
 
     name = "throughput_drop"
     title = "tokens/s (or samples/s; step time rising) falls persistently (start_step at the turn)"
+    doc = KindDoc(
+        meaning=(
+            'tokens/s (or samples/s, step time) drops and stays down; `start_step` at the turn'),
+        severity=(
+            'warning'),
+        evidence=(
+            '`turn_step`, `before`, `after`, `drop`'),
+        contract=(
+            'tokens/s (or batches/s) falls persistently'),
+    )
     metrics = ("tokens_per_s", "samples_per_s", "step_time_s")
 
     min_points: int = 20

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from losslens.detectors.base import Detector, Series, fmt_change, fmt_number
+from losslens.detectors.base import Detector, KindDoc, Series, fmt_change, fmt_number
 from losslens.detectors.relations import blows_up_into_nan, ladder_periods, same_series, structures, top
 from losslens.detectors.stats import hinge_onset, lr_schedule, robust_scale, smooth, spearman
 from losslens.findings import Finding, Severity, Skipped, steps_text
@@ -26,6 +26,24 @@ class Divergence(Detector):
 
     name = "divergence"
     title = "the trend rises persistently after warm-up, or explodes (start_step at the turn)"
+    doc = KindDoc(
+        meaning=(
+            'the trend turns upward and keeps rising, beyond the wander of its own noise (a t statistic '
+            'on the records after the turn, their autocorrelation counted: an EMA-smoothed or AR loss '
+            'ends above its lowest dip without diverging); `start_step` at the turn'),
+        severity=(
+            'error'),
+        evidence=(
+            '`turn_step`, `level_at_turn`, `end_level`, `rise`, `monotonicity` (Spearman of the smoothed '
+            'trend after the turn), `lr_at_turn`, `warmup_seen`, `lr_schedule` (`warmup`, `decays`, '
+            '`peak_lr`, `last_lr`)'),
+        contract=(
+            "the metric's trend rises persistently after warm-up, or explodes"),
+        extensions=(
+            ('`{kind}` (extension, the frameworks issue)',
+             'also a loss that jumps and stays up (evidence.jump true)'),
+        ),
+    )
     metrics = ("loss",)
 
     min_points: int = 4
@@ -225,6 +243,26 @@ class Plateau(Detector):
 
     name = "plateau"
     title = "no learning: the trend does not improve over a long stretch while the LR is not ~0"
+    doc = KindDoc(
+        meaning=(
+            'no improvement over the run while the LR has not decayed (`warning` when stuck at a high '
+            'loss, or at chance, ln 2 = 0.6931 or ln 10 = 2.3026 within 1 %, whatever the LR did)'),
+        severity=(
+            'warning when stuck at a high loss (>= 4 nats) from the start (moving less than 1 %, or less '
+            'than `stuck_tolerance` 5 % while it stays above 4), or stuck at chance (first and last '
+            'tenth within `chance_tolerance` 1 % of ln 2 = 0.6931, a binary classifier, or ln 10 = '
+            '2.3026, MNIST/CIFAR-10: reported even when the LR decayed, which otherwise reads as '
+            'convergence), else info'),
+        evidence=(
+            '`first_median`, `last_median`, `improvement`, `stuck_high`, `chance_classes` (2, 10 or '
+            'null), `lr_schedule` (the summary says when the LR never decays)'),
+        contract=(
+            'the trend stops improving for a long stretch while training goes on'),
+        extensions=(
+            ('`{kind}` (extension, the frameworks issue)',
+             'also the logged learning rate at 0 over the end of the run (evidence.lr_zero_step)'),
+        ),
+    )
     metrics = ("loss",)
 
     min_points: int = 50
@@ -319,6 +357,16 @@ class AccuracyDrop(Detector):
 
     name = "accuracy_drop"
     title = "accuracy's trend falls persistently (start_step at the turn)"
+    doc = KindDoc(
+        meaning=(
+            'accuracy falls and stays down; `start_step` at the turn'),
+        severity=(
+            'warning'),
+        evidence=(
+            '`turn_step`, `peak`, `end_level`, `drop`'),
+        contract=(
+            "accuracy's trend falls persistently"),
+    )
     metrics = ("acc", "eval_acc")
 
     min_points: int = 50
