@@ -12,7 +12,7 @@ import pytest
 from losslens import read_log
 from losslens.analysis import analyze
 from losslens.findings import Severity
-from tests.unit.detectors.test_generalise import alarms, of, sgdr_lines
+from tests.unit.shapes import alarms, of, sgdr_lines
 
 
 @pytest.mark.slow
