@@ -15,6 +15,10 @@ The same lines with 1 % of a real run's noise between them (``losslens.synth.wit
 tracebacks, warnings, a rank's NCCL line, a progress bar, checkpoint messages, blank lines) are
 read in the same run, against the clean file and the C reference on the noisy file.
 
+With the 'fast' extra installed (numba), read_log is timed again with its compiled key=value
+kernels (``losslens.logs.formats.kv.fast``), which it uses on files of 64 MiB or more; the first
+figure is always the default install's (polars alone).
+
     python bench/parse_speed.py [--lines 1000000] [--repeat 3] [--noise 0.01]
 """
 
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import shutil
 import subprocess
 import sys
@@ -49,6 +54,36 @@ def polars_floor(path: Path) -> None:
     values = (pl.col(f"c{i}").str.splitn(" ", 2).struct.field("field_0").cast(pl.Float64, strict=False)
               .alias(f"v{i}") for i in range(1, 16))
     cells.lazy().select(values).collect(engine="streaming")
+
+
+def polars_only(path: Path) -> None:
+    """read_log as the default install reads (the 'fast' extra's numba kernels off)."""
+    os.environ["LOSSLENS_FAST"] = "off"
+    try:
+        read_log(path)
+    finally:
+        del os.environ["LOSSLENS_FAST"]
+
+
+def _compiled_reader(path: Path, repeat: int) -> tuple[float, float] | None:
+    """read_log with the 'fast' extra's numba kernels (compiled, or loaded from numba's cache, by a
+    first untimed read), best of ``repeat``; and what loading the cached build costs a fresh
+    process. None where numba is not installed."""
+    from losslens.logs.formats.kv import fast
+
+    os.environ["LOSSLENS_FAST"] = "on"
+    try:
+        if fast.kernels() is None:
+            return None
+        read_log(path)
+        took = best_of(lambda: read_log(path), repeat)
+    finally:
+        del os.environ["LOSSLENS_FAST"]
+    code = ("import time; from losslens.logs.formats.kv import fast; t = time.perf_counter(); "
+            "fast.kernels(); print(time.perf_counter() - t)")
+    load = min(float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                    check=True).stdout) for _ in range(2))
+    return took, load
 
 
 def compiled_reference(path: Path, repeat: int) -> float | None:
@@ -80,7 +115,8 @@ def main() -> None:
     # memory first, in fresh interpreters (a child forked from a big parent inherits its RSS)
     rss = child_peak_rss_mb(f"from losslens import read_log; read_log({str(path)!r})")
     base = child_peak_rss_mb("import polars, numpy, losslens")
-    fast = best_of(lambda: read_log(path), args.repeat)
+    fast = best_of(lambda: polars_only(path), args.repeat)
+    compiled = _compiled_reader(path, args.repeat)
     plain = best_of(lambda: _pairs_loop(KV_PAIR)(path), 1)
     naive = best_of(lambda: naive_read(str(path)), 1)
     floor = best_of(lambda: polars_floor(path), args.repeat)
@@ -98,15 +134,28 @@ def main() -> None:
               f"one thread): read_log takes {fast / ref:.2f}x")
     else:
         print("C reference          -      (no C compiler found)")
+    if compiled is not None:
+        numba_t, load = compiled
+        against = f"; read_log takes {numba_t / ref:.2f}x the C reference" if ref else ""
+        print(f"with numba        {numba_t:7.2f} s   ({args.lines / numba_t / 1e6:.2f} M lines/s; the 'fast' "
+              f"extra): {fast / numba_t:.2f}x faster than polars alone{against}; loading its cached "
+              f"build costs a fresh process {load:.2f} s")
+    else:
+        print("with numba           -      (the 'fast' extra is not installed)")
     print(f"peak RSS read_log {rss:7.0f} MiB (interpreter + imports alone: {base:.0f} MiB; "
           f"goal <= 400)")
     if args.noise:
         noisy = _noisy(path, args.noise)
-        t = best_of(lambda: read_log(noisy), args.repeat)
+        t = best_of(lambda: polars_only(noisy), args.repeat)
         ref = compiled_reference(noisy, args.repeat)
         against = f"; the C reference on it {ref:.2f} s: read_log takes {t / ref:.2f}x" if ref else ""
         print(f"noisy file        {t:7.2f} s   ({args.noise:.0%} noise lines): {t / fast:.2f}x the clean "
               f"file{against}")
+        if compiled is not None:
+            numba_t = _compiled_reader(noisy, args.repeat)[0]  # type: ignore[index]
+            against = f": read_log takes {numba_t / ref:.2f}x the C reference" if ref else ""
+            print(f"noisy, with numba {numba_t:7.2f} s   {numba_t / compiled[0]:.2f}x the clean file with "
+                  f"numba{against}")
 
 
 def _noisy(path: Path, share: float) -> Path:

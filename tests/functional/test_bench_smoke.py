@@ -61,6 +61,9 @@ def test_parse_speed_benchmark_runs_small() -> None:
     assert "plain re loop" in out and "same-columns loop" in out and "polars' floor" in out
     assert "C reference" in out  # (built and run, or '(no C compiler found)')
     assert re.search(r"noisy file +\d+\.\d\d s +\(1% noise lines\): \d+\.\d\dx the clean file", out)
+    # the 'fast' extra's numba kernels, timed in the same run where numba is installed
+    assert re.search(r"with numba +(\d+\.\d\d s .*faster than polars alone|-  +\(the 'fast' extra)",
+                     out)
 
 
 @pytest.mark.slow

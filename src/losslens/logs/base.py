@@ -163,10 +163,11 @@ class Format:
     # the parser reads the lines it leaves
     rows: Callable[..., Any] | None = None
 
-    def chunk_reader(self) -> Callable[..., None] | None:
+    def chunk_reader(self, size: int | None = None) -> Callable[..., None] | None:
         """A fresh column-wise reader of this format's chunks that keeps what it learns from one
         chunk for the next (key=value's templates): (chunk, first line number, sink, acc, parser,
-        strip); None where ``rows`` is the format's column-wise path (or it has none)."""
+        strip); None where ``rows`` is the format's column-wise path (or it has none). ``size``:
+        the file's bytes, where known."""
         return None
 
     def sniff(self, lines: list[str]) -> int:

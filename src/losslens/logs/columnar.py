@@ -13,7 +13,6 @@ import io
 import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from itertools import accumulate
 from typing import Any, Final, TypeVar
 
 import numpy as np
@@ -566,8 +565,8 @@ def without_prefixes(chunk: bytes, first_lineno: int, strip: bool, sink: Sink
         if not few:
             return chunk, None, None
         original = lines_of(chunk)
-        gaps = [chunk.count(b"\n", a, b) for a, b in zip([0, *few], few, strict=False)]
-        at = list(accumulate(gaps))  # each hidden line's index in the chunk
+        # each hidden line's index in the chunk: the newlines before its start
+        at = np.searchsorted(np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10), few)
         return _hidden(chunk, few), original, original.clone().scatter(at, HIDDEN)  # (in place)
     text = lines_of(chunk)
     rest, tags = cut_prefixes(text, strip)

@@ -54,7 +54,8 @@ class LineStream:
 
     def __init__(self, source_name: str, fmt: Format | None = None, strip: bool | None = None,
                  sink: Sink | None = None, acc: Accounting | None = None, columnar: bool = True,
-                 first_line: str | None = None):
+                 first_line: str | None = None, size: int | None = None):
+        self.size = size  # the file's bytes, where known (a format may read a large file its own way)
         self.sink = sink if sink is not None else Sink(source_name=source_name)
         self.acc = acc if acc is not None else Accounting()
         self.format = fmt
@@ -201,7 +202,8 @@ class LineStream:
         self.format, self.strip = fmt, strip
         self.parser = fmt.parser_for(self.sink, first_line)
         rows = fmt.rows
-        self.chunks = fmt.chunk_reader() or (None if rows is None else partial(read_chunk, rows=rows))
+        self.chunks = fmt.chunk_reader(self.size) or \
+            (None if rows is None else partial(read_chunk, rows=rows))
 
     def _line(self, lineno: int, line: str) -> None:
         assert self.parser is not None
@@ -282,7 +284,7 @@ class LineStream:
 def read_file(src: Source, fmt: Format, sink: Sink, acc: Accounting, strip: bool,
               first_line: str | None, columnar: bool) -> None:
     """A line log's file, chunk by chunk, with its format known (``read_log``)."""
-    stream = LineStream(src.name, fmt, strip, sink, acc, columnar, first_line)
+    stream = LineStream(src.name, fmt, strip, sink, acc, columnar, first_line, src.size)
     for chunk in src.chunks():
         stream.feed_chunk(chunk)
     stream.finish()

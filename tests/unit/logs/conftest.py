@@ -20,3 +20,13 @@ def chunks_of(monkeypatch):
         monkeypatch.setattr(source, "HEAD_BYTES", size)
         monkeypatch.setattr(source.Source.chunks, "__defaults__", (size, source.MAX_LINE))
     return setting
+
+
+@pytest.fixture(params=["polars", "numba"])
+def kv_reader(request, monkeypatch) -> str:
+    """Each key=value test twice: the template lines read with polars, and with the numba kernels
+    of the ``fast`` extra (``kv.fast``; skipped where numba is not installed)."""
+    if request.param == "numba":
+        pytest.importorskip("numba")
+    monkeypatch.setenv("LOSSLENS_FAST", "on" if request.param == "numba" else "off")
+    return request.param

@@ -13,7 +13,7 @@ from losslens.logs.formats.kv import columns as kv_fast
 from tests.conftest import FIXTURES
 from tests.naive import assert_same_as_per_line, sprinkle
 
-pytestmark = pytest.mark.usefixtures("columnar")
+pytestmark = pytest.mark.usefixtures("columnar", "kv_reader")
 
 
 def assert_same(path) -> None:

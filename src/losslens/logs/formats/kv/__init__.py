@@ -160,9 +160,9 @@ class KeyValue(Format):
     def parser(self, sink: Sink) -> LineParser:
         return _KVParser(sink)
 
-    def chunk_reader(self) -> Callable[..., None]:
-        """Each chunk's template lines vectorised (see ``kv.columns``), the templates found in
-        the first kept for the next."""
+    def chunk_reader(self, size: int | None = None) -> Callable[..., None]:
+        """Each chunk's template lines vectorised (see ``kv.columns``; with numba on a large file,
+        ``kv.fast``), the templates found in the first kept for the next."""
         from losslens.logs.formats.kv.columns import TemplateReader
 
-        return TemplateReader()
+        return TemplateReader(size)

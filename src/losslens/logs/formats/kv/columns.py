@@ -25,6 +25,7 @@ from losslens.logs.columnar import (
     account_chunk,
     add_rows,
     any_of,
+    column_unit_scale,
     first_reading,
     line_numbers,
     lines_of,
@@ -34,8 +35,8 @@ from losslens.logs.columnar import (
     unit_of,
     without_prefixes,
 )
-from losslens.logs.formats.kv.patterns import ESPNET_BATCH, ESPNET_RESULTS, KV, TOKRATE
-from losslens.logs.names import columnar
+from losslens.logs.formats.kv.patterns import ESPNET_BATCH, ESPNET_RESULTS, KV, TOKRATE, TOKRATE_SCALE
+from losslens.logs.names import STEP_KEYS, columnar
 from losslens.logs.sink import Accounting, Sink, feed_line
 from losslens.logs.source import count_lines, decode_lines
 
@@ -140,7 +141,10 @@ def _template_rows(cells: pl.DataFrame, t: Template, no_rate: bool) -> pl.DataFr
         # (read from the column in a second stage: polars would cut the raw text twice)
         firsts.append(first_reading(pl.col(f"raw{i}"), t.keys[i], t.units[i], is_list).alias(f"first{i}"))
     if t.rate_cell is not None:
-        raws.append(c[t.rate_cell].str.extract_groups(columnar(TOKRATE)).alias("rate"))
+        r = c[t.rate_cell].str.extract_groups(columnar(TOKRATE)).struct
+        raws.append((r.field("1").cast(pl.Float64, strict=False) * r.field("2").replace_strict(
+            list(TOKRATE_SCALE), list(TOKRATE_SCALE.values()), default=None, return_dtype=pl.Float64)
+        ).alias("tok"))
     before = m + 1 if t.rate_cell is None else t.rate_cell
     if not no_rate and before:  # a rate before the rate cell (or in any): the per-line parser decides
         # (the cells joined at a NUL, which none holds (see read_cells): one search, not one a cell)
@@ -161,9 +165,7 @@ def _read_template(rows: pl.DataFrame, t: Template, lineno: pl.Series, sink: Sin
         sink, t.keys, [rows[f"raw{i}"] for i in range(n)], lists=t.lists, taken=fit,
         first=[rows[f"first{i}"] for i in range(n)])
     if t.rate_cell is not None:
-        r = rows["rate"].struct
-        tok = r.field("1").cast(pl.Float64, strict=False) * r.field("2").replace_strict(
-            ["", "K", "M", "G"], [1.0, 1e3, 1e6, 1e9], default=None, return_dtype=pl.Float64)
+        tok = rows["tok"]
         cols["tokens_per_s"] = cols["tokens_per_s"].fill_null(tok) if "tokens_per_s" in cols \
             else tok
         sink.names.setdefault("tokens_per_s", "(Ktok/s)")
@@ -175,10 +177,13 @@ def _read_template(rows: pl.DataFrame, t: Template, lineno: pl.Series, sink: Sin
 
 def parse_chunk(chunk: bytes, first_lineno: int, tpls: list[Template], sink: Sink,
                 acc: Accounting, parser: LineParser, original: pl.Series | None = None,
-                feed: Callable[[Any, int, str], str | None] = feed_line) -> None:
+                feed: Callable[[Any, int, str], str | None] = feed_line, compiled: bool = False) -> None:
     """Parse one chunk (whole lines) into ``sink`` and ``acc``. ``original``: the chunk's lines as
     the file has them, when ``chunk`` holds them without their prefixes (the lines the templates
-    leave go to ``feed`` as they are in the file)."""
+    leave go to ``feed`` as they are in the file). ``compiled``: read the templates' lines with
+    the numba kernels of ``kv.fast`` where they can (the same rows as polars')."""
+    if compiled and tpls and _parse_compiled(chunk, first_lineno, tpls, sink, acc, parser, original, feed):
+        return
     width = max((len(t.keys) for t in tpls), default=0) + 2
     cells = read_cells(chunk, width) if tpls else None
     if cells is None:
@@ -206,8 +211,40 @@ def parse_chunk(chunk: bytes, first_lineno: int, tpls: list[Template], sink: Sin
     account_chunk(chunk, original, lineno, blank, pending, n_idle, sink, acc, parser, feed)
 
 
+def _parse_compiled(chunk: bytes, first_lineno: int, tpls: list[Template], sink: Sink, acc: Accounting,
+                    parser: LineParser, original: pl.Series | None,
+                    feed: Callable[[Any, int, str], str | None]) -> bool:
+    """``parse_chunk`` with the numba kernels; False where they leave the chunk to polars (bytes
+    the cells reader refuses, a key that is a step written as a list)."""
+    from losslens.logs.formats.kv import fast
+
+    steps = [[k.strip().lower() in STEP_KEYS for k in t.keys] for t in tpls]
+    if any(s and listed for t, st in zip(tpls, steps, strict=True)
+           for s, listed in zip(st, t.lists, strict=True)):
+        return False
+    lines = fast.split_lines(chunk)
+    if lines is None:
+        return False
+    n = len(lines.starts)
+    blank = pl.Series(lines.blank)
+    if original is not None:
+        blank = original.is_null() | (original.str.strip_chars().str.len_bytes() == 0)
+    lineno = line_numbers(first_lineno, n)
+    pending = pl.Series(np.ones(n, dtype=bool))
+    n_idle = len(sink.idle_lines)
+    check_rate = b"tok/s" in chunk
+    for t, st in zip(tpls, steps, strict=True):
+        scales = [column_unit_scale(u) or np.nan if u else np.nan for u in t.units]
+        rows = fast.template_rows(lines, pending.to_numpy(), t, check_rate, st, scales)
+        pending = _read_template(rows, t, lineno, sink, pending)
+        if not pending.any():
+            break
+    account_chunk(chunk, original, lineno, blank, pending, n_idle, sink, acc, parser, feed)
+    return True
+
+
 def read_chunk(chunk: bytes, first: int, tpls: list[Template] | None, sink: Sink, acc: Accounting,
-               parser: LineParser, strip: bool) -> list[Template]:
+               parser: LineParser, strip: bool, compiled: bool = False) -> list[Template]:
     """One chunk of whole lines: the template lines vectorised, odd lines per line; a capture's
     prefixes (``strip``) and torchrun rank prefixes cut off first (see ``base.feed_ranked``),
     their time and rank kept. The templates (found in this chunk when ``tpls`` is None) are
@@ -216,17 +253,25 @@ def read_chunk(chunk: bytes, first: int, tpls: list[Template] | None, sink: Sink
     data, original, _ = without_prefixes(chunk, first, strip, sink)
     if tpls is None:
         tpls = templates(decode_lines(data[: 1 << 20])[: SAMPLE_LINES])
-    parse_chunk(data, first, tpls, sink, acc, parser, original, ranked_feed(sink, strip))
+    parse_chunk(data, first, tpls, sink, acc, parser, original, ranked_feed(sink, strip), compiled)
     sink.tags = None
     return tpls
 
 
 class TemplateReader:
-    """``read_chunk`` chunk after chunk, the templates found in the first kept for the next."""
+    """``read_chunk`` chunk after chunk, the templates found in the first kept for the next.
+    ``size``: the file's size, where known: a large file is read with the numba kernels where the
+    ``fast`` extra is installed (``kv.fast.wanted``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, size: int | None = None) -> None:
         self.templates: list[Template] | None = None
+        self.size = size
+        self.compiled: bool | None = None  # decided at the first chunk (numba loads only then)
 
     def __call__(self, chunk: bytes, first: int, sink: Sink, acc: Accounting, parser: LineParser,
                  strip: bool) -> None:
-        self.templates = read_chunk(chunk, first, self.templates, sink, acc, parser, strip)
+        if self.compiled is None:
+            from losslens.logs.formats.kv.fast import wanted
+
+            self.compiled = wanted(self.size)
+        self.templates = read_chunk(chunk, first, self.templates, sink, acc, parser, strip, self.compiled)
