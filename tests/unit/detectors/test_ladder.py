@@ -55,3 +55,16 @@ def test_a_climb_after_the_last_episode_found_is_not_a_divergence() -> None:
     report = analyze(from_arrays(steps, loss=loss))
     assert [f.evidence["cause"] for f in of(report, "ladder")] == ["accumulator"]
     assert alarms(report) == ["ladder"]
+
+
+def test_the_short_median_of_a_climb_is_numpy_s() -> None:
+    """find_episodes takes the median of each climb's increments thousands of times a run (its
+    shuffles): its own short median must give np.median's value, to the bit."""
+    from losslens.detectors.ladder import _median
+
+    rng = np.random.default_rng(0)
+    for n in range(1, 40):
+        for scale in (1e-8, 1.0, 1e8):
+            x = rng.standard_normal(n) * scale
+            assert _median(x) == float(np.median(x))
+    assert _median(np.array([1.0, 1.0, 2.0, 2.0])) == 1.5
