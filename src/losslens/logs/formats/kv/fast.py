@@ -8,69 +8,27 @@ would have to think about (a value that is no plain decimal number, 'nan', a lis
 not, a time stamp out of range, a byte outside ASCII) is left to the per-line parser, which is
 the oracle of both paths. Tests check its frames against the polars path and the parser.
 
-numba compiles the kernels the first time they run (about 1.5 s) and keeps the build in
-``$LOSSLENS_CACHE`` or ``$XDG_CACHE_HOME/losslens/numba`` (``~/.cache``); where no cache folder
-can be written it compiles without one. ``LOSSLENS_FAST=off`` turns the accelerator off,
-``LOSSLENS_FAST=on`` uses it on a file of any size (the tests do).
+numba compiles the kernels the first time they run (about 1.5 s) and caches the build; when the
+kernels are used, and ``LOSSLENS_FAST``, are ``losslens.logs.fast``'s to say.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-MIN_BYTES = 64 << 20  # a file below this is read with polars alone (a cached build loads in ~0.3 s)
-_kernels: tuple[Any, Any] | None = None
-_failed = False
+from losslens.logs.fast import MIN_BYTES, cache_dir, compiled, line_bounds, wanted
 
-
-def wanted(size: int | None) -> bool:
-    """Whether a file of ``size`` bytes is read with the compiled kernels: ``LOSSLENS_FAST``
-    ('on', 'off'), else a file of ``MIN_BYTES`` or more; and numba can be loaded."""
-    mode = os.environ.get("LOSSLENS_FAST", "").strip().lower()
-    if mode in ("off", "0", "no", "false"):
-        return False
-    if mode not in ("on", "1", "yes", "true") and (size is None or size < MIN_BYTES):
-        return False
-    return kernels() is not None
-
-
-def cache_dir() -> Path | None:
-    """A folder numba may keep its builds in, made if need be; None where none can be written."""
-    base = os.environ.get("LOSSLENS_CACHE") or \
-        os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "losslens")
-    path = Path(base) / "numba"
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / f".probe{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError:
-        return None
-    return path
+__all__ = ["MIN_BYTES", "cache_dir", "kernels", "wanted", "split_lines", "template_rows"]
+KERNELS = "losslens.logs.formats.kv.kernels"
 
 
 def kernels() -> tuple[Any, Any] | None:
     """The compiled (line index, template) kernels, or None where numba is missing or fails."""
-    global _kernels, _failed
-    if _kernels is not None or _failed:
-        return _kernels
-    try:
-        where = cache_dir()
-        if where is not None:
-            os.environ.setdefault("NUMBA_CACHE_DIR", str(where))
-        import numba  # noqa: F401  (the optional 'fast' extra)
-
-        from losslens.logs.formats.kv import kernels as k
-        _kernels = k.build(cache=where is not None)
-    except Exception:  # numba missing, or its compile or cache failing: the polars path reads
-        _failed = True
-        return None
-    return _kernels
+    k = compiled(KERNELS)
+    return None if k is None else (k.blanks, k.read_template)
 
 
 def _bytes_of(parts: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -87,13 +45,7 @@ class Lines:
 
     def __init__(self, buf: np.ndarray, blanks: Any) -> None:
         self.buf = buf
-        nl = np.flatnonzero(buf == 10)
-        end = len(buf)
-        self.ends = nl if not end or buf[-1] == 10 else np.append(nl, end)
-        self.starts = np.empty(len(self.ends), dtype=np.int64)
-        if len(self.ends):
-            self.starts[0] = 0
-            self.starts[1:] = self.ends[:-1] + 1
+        self.starts, self.ends = line_bounds(buf)
         self.blank, self.unsure = blanks(buf, self.starts, self.ends)
         self._room: tuple[np.ndarray, int] | None = None
 

@@ -411,7 +411,3 @@ def read_template(buf, starts, ends, pending, keys, key_off, fixed, fixed_off,
              fit, values, flat, cap_off, counts, tok, micros, timed)
     return fit, values, flat, counts, tok, micros, timed
 
-
-def build(cache: bool = True) -> tuple:
-    """The kernels ``kv.fast`` calls (compiled on first use; cached builds where numba can)."""
-    return blanks, read_template
