@@ -16,6 +16,7 @@ import ast
 import csv
 import json
 import math
+import os
 import random
 import re
 import sys
@@ -266,13 +267,18 @@ def main() -> None:
     args = ap.parse_args()
     names = [x for x in args.only.split(",") if x] or list(BASELINES)
     OUT.mkdir(exist_ok=True)
-    print(f"{args.lines:,} lines each; best of {args.repeat}; lines/s in thousands; "
-          f"noisy: the same lines with {args.noise:.0%} of a real run's noise between them")
+    fast = _has_numba()
+    print(f"{args.lines:,} lines each; best of {args.repeat}; lines/s in thousands; read_log with polars "
+          f"alone (LOSSLENS_FAST=off); noisy: the same lines with {args.noise:.0%} of a real run's noise "
+          f"between them; numba: read_log with the 'fast' extra's kernels (LOSSLENS_FAST=on), on the "
+          f"noisy file, for the formats it reads{'' if fast else ' (numba is not installed)'}")
     print(f"{'format':14s} {'read_log':>9s} {'k lines/s':>9s} {'plain loop':>10s} {'ratio':>6s}"
-          f"  {'polars':>7s}  {'noisy':>7s} {'k lines/s':>9s} {'noisy/clean':>11s}  baseline")
+          f"  {'polars':>7s}  {'noisy':>7s} {'k lines/s':>9s} {'noisy/clean':>11s}  "
+          f"{'numba':>7s} {'k lines/s':>9s}  baseline")
     for name in names:
         path = _written(name, args.lines)
         what, plain, compiled = BASELINES[name]
+        os.environ["LOSSLENS_FAST"] = "off"
         log = read_log(path)
         least = args.lines // (12 if name == "olmo" else 6 if name == "mlflow-run" else 2) - 1
         assert log.train.height >= least, (name, log.train.height)
@@ -280,13 +286,34 @@ def main() -> None:
         base = best_of(lambda p=path, f=plain: f(p), args.repeat)
         ref = f"{best_of(lambda p=path, f=compiled: f(p), args.repeat):6.2f}s" if compiled else "      -"
         noisy = "      -           -            -"
+        numba = "      -          -"
         if args.noise and not name.startswith("mlflow"):
             npath = _written(name, args.lines, args.noise)
             assert read_log(npath).train.height == log.train.height, name  # the same records
             t = best_of(lambda p=npath: read_log(p), args.repeat)
             noisy = f"{t:6.2f}s {args.lines * (1 + args.noise) / t / 1e3:9.0f} {t / ours:11.2f}"
+            if fast and _skeleton_read(name):
+                os.environ["LOSSLENS_FAST"] = "on"
+                assert read_log(npath).train.height == log.train.height, name
+                t = best_of(lambda p=npath: read_log(p), args.repeat)
+                numba = f"{t:6.2f}s {args.lines * (1 + args.noise) / t / 1e3:9.0f}"
+        os.environ.pop("LOSSLENS_FAST", None)
         print(f"{name:14s} {ours:8.2f}s {args.lines / ours / 1e3:9.0f} {base:9.2f}s "
-              f"{ours / base:6.2f}  {ref}  {noisy}  {what}")
+              f"{ours / base:6.2f}  {ref}  {noisy}  {numba}  {what}")
+
+
+def _has_numba() -> bool:
+    from losslens.logs.fast import compiled
+
+    return compiled("losslens.logs.skeleton_kernels") is not None
+
+
+def _skeleton_read(name: str) -> bool:
+    """Whether the format's large files are read by the skeleton reader (or key=value's kernels)."""
+    from losslens.logs.registry import BY_NAME
+
+    fmt = BY_NAME.get(name.split("-")[0] if name.startswith("kv") else name)
+    return fmt is not None and (fmt.line_records or fmt.name == "kv")
 
 
 if __name__ == "__main__":

@@ -162,6 +162,9 @@ class Format:
     # parser) -> the rows it read (``columnar.Rows``, run on each chunk by ``stream.LineStream``);
     # the parser reads the lines it leaves
     rows: Callable[..., Any] | None = None
+    # each record is one line and the parser keeps nothing from one line for the next: a large
+    # file may be read by the skeleton reader (``skeleton.py``, with the ``fast`` extra)
+    line_records: bool = False
 
     def chunk_reader(self, size: int | None = None) -> Callable[..., None] | None:
         """A fresh column-wise reader of this format's chunks that keeps what it learns from one

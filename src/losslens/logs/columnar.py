@@ -270,11 +270,8 @@ def add_rows(sink: Sink, meta: dict[str, pl.Series], cols: dict[str, pl.Series],
     frame = pl.DataFrame({**meta, **cols})
     if bad is not None:
         frame = frame.filter(~bad)
-    if sink.tags is not None:  # a capture's time and a torchrun rank, by line
-        frame = frame.join(sink.tags, on="line", how="left")
-        if "when" in frame.columns:
-            time = pl.coalesce("time", "when") if "time" in frame.columns else pl.col("when")
-            frame = frame.with_columns(time.alias("time")).drop("when")
+    if sink.tags is not None:
+        frame = tagged(frame, sink)
         meta = {**meta, **{c: frame[c] for c in ("time", "rank") if c in frame.columns}}
     flags = frame.select(
         pl.any_horizontal([pl.col(c).is_not_null() for c in train_names if is_training_metric(c)]
@@ -290,6 +287,18 @@ def add_rows(sink: Sink, meta: dict[str, pl.Series], cols: dict[str, pl.Series],
     if idle:
         sink.idle_lines.extend(frame.filter(~flags["train"] & ~flags["eval"])["line"].to_list())
     return frame.filter(flags["train"])["step"]
+
+
+def tagged(frame: pl.DataFrame, sink: Sink) -> pl.DataFrame:
+    """Rows of a chunk with the capture's time (where they hold none) and the torchrun rank of
+    their line (``sink.tags``, see ``without_prefixes``)."""
+    if sink.tags is None:
+        return frame
+    frame = frame.join(sink.tags, on="line", how="left")
+    if "when" in frame.columns:
+        time = pl.coalesce("time", "when") if "time" in frame.columns else pl.col("when")
+        frame = frame.with_columns(time.alias("time")).drop("when")
+    return frame
 
 
 def any_of(masks: Sequence[pl.Series], n: int) -> pl.Series:
@@ -367,12 +376,13 @@ FEW_RANKED = 32  # at most one line in this many behind a rank prefix: those lin
 HIDDEN = "\x01"
 
 
-def _ranked_starts(chunk: bytes) -> list[int] | None:
+def ranked_starts(chunk: bytes, n_lines: int | None = None) -> list[int] | None:
     """Where the chunk's lines behind a torchrun rank prefix start, where they are few (at most one
     line in FEW_RANKED: a rank's NCCL warning among rank 0's records), else None. Cutting the
     prefixes column-wise costs a pass over every line of the chunk; those few lines are left to
-    the per-line parser instead, which cuts them and tags their rank (``base.feed_ranked``)."""
-    most = count_lines(chunk) // FEW_RANKED
+    the per-line parser instead, which cuts them and tags their rank (``base.feed_ranked``).
+    ``n_lines``: the chunk's lines, where counted already."""
+    most = (count_lines(chunk) if n_lines is None else n_lines) // FEW_RANKED
     starts: list[int] = []
     for m in _RANK_MARK.finditer(chunk):  # (']:' is rare in a log: its lines are looked at alone)
         start = chunk.rfind(b"\n", 0, m.start()) + 1
@@ -559,7 +569,7 @@ def without_prefixes(chunk: bytes, first_lineno: int, strip: bool, sink: Sink
     sink.tags = None
     if not strip and not _RANK_MARK.search(chunk):
         return chunk, None, None
-    if not strip and (few := _ranked_starts(chunk)) is not None:
+    if not strip and (few := ranked_starts(chunk)) is not None:
         # a few lines behind a rank prefix: hidden from the vectorised reader, the parser reads
         # them as the file has them (and cuts their prefix)
         if not few:

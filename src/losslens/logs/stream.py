@@ -21,6 +21,7 @@ from losslens.logs.base import Format, LineParser, feed_ranked, finish_fed
 from losslens.logs.columnar import read_chunk
 from losslens.logs.registry import BY_NAME
 from losslens.logs.sink import Accounting, Sink
+from losslens.logs.skeleton import skeleton_reader
 from losslens.logs.sniff import choose, strips
 from losslens.logs.source import Source, decode_lines
 
@@ -202,7 +203,7 @@ class LineStream:
         self.format, self.strip = fmt, strip
         self.parser = fmt.parser_for(self.sink, first_line)
         rows = fmt.rows
-        self.chunks = fmt.chunk_reader(self.size) or \
+        self.chunks = fmt.chunk_reader(self.size) or skeleton_reader(fmt, self.size) or \
             (None if rows is None else partial(read_chunk, rows=rows))
 
     def _line(self, lineno: int, line: str) -> None:

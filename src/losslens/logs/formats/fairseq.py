@@ -185,6 +185,7 @@ class Fairseq(Format):
     example = ("2024-05-31 15:45:00 | INFO | train_inner | epoch 001:    100 / 1021 loss=12.835, "
                "nll_loss=12.704, ppl=6670.89, wps=27054.6, num_updates=100, lr=1.25e-05, gnorm=3.112")
     rows = staticmethod(fairseq_rows)  # column-wise for large files
+    line_records = True
 
     def sniff(self, lines: list[str]) -> int:
         # preamble lines of fairseq (preprocess, Namespace) count too: they come first

@@ -207,6 +207,7 @@ class Megatron(Format):
     """--format megatron: ' iteration N/ M | lm loss: X | ...' and validation lines."""
     name = "megatron"
     rows = staticmethod(megatron_rows)  # column-wise for large files
+    line_records = True
     title = "Megatron-LM / Megatron-DeepSpeed console ( iteration N/ M | ... | lm loss: X | ...)"
     example = (" iteration    29050/  311541 | consumed samples:     10728784 | elapsed time per "
                "iteration (ms): 22148.5 | learning rate: 9.849E-05 | lm loss: 7.343709E+00 | "

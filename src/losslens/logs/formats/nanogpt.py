@@ -105,6 +105,7 @@ class NanoGPT(Format):
     """--format nanogpt: 'iter N: loss X, time Yms' and 'step N: train loss X, val loss Y'."""
     name = "nanogpt"
     rows = staticmethod(nanogpt_rows)  # column-wise for large files
+    line_records = True
     title = "nanoGPT train.py stdout"
     example = "iter 425: loss nan, time 1431.27ms, mfu 0.01%"
 
@@ -352,6 +353,7 @@ class ModdedNanoGPT(Format):
     """--format modded-nanogpt: 'step:N/T train_loss:X ...' and llm.c's 's:N trl:X' lines."""
     name = "modded-nanogpt"
     rows = staticmethod(modded_rows)  # column-wise for large files
+    line_records = True
     title = "modded-nanogpt / llm.c main.log (step:N/T train_loss:X, s:N trl:X)"
     example = "step:14257/19073 train_loss:6.2790 train_time:5586124ms step_avg:391.87ms"
 

@@ -135,6 +135,7 @@ class TorchTitan(Format):
     example = ("[titan] 2025-01-08 10:00:00,000 - root - INFO - step: 10  loss:  7.6442  "
                "memory: 39.12GiB(41.18%)  tps: 6,581  mfu: 38.55%")
     rows = staticmethod(torchtitan_rows)  # column-wise for large files
+    line_records = True
 
     def sniff(self, lines: list[str]) -> int:
         return sum(1 for x in lines if TITAN.search(ANSI.sub("", x)))
