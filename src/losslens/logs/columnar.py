@@ -376,13 +376,12 @@ FEW_RANKED = 32  # at most one line in this many behind a rank prefix: those lin
 HIDDEN = "\x01"
 
 
-def ranked_starts(chunk: bytes, n_lines: int | None = None) -> list[int] | None:
+def _ranked_starts(chunk: bytes) -> list[int] | None:
     """Where the chunk's lines behind a torchrun rank prefix start, where they are few (at most one
     line in FEW_RANKED: a rank's NCCL warning among rank 0's records), else None. Cutting the
     prefixes column-wise costs a pass over every line of the chunk; those few lines are left to
-    the per-line parser instead, which cuts them and tags their rank (``base.feed_ranked``).
-    ``n_lines``: the chunk's lines, where counted already."""
-    most = (count_lines(chunk) if n_lines is None else n_lines) // FEW_RANKED
+    the per-line parser instead, which cuts them and tags their rank (``base.feed_ranked``)."""
+    most = count_lines(chunk) // FEW_RANKED
     starts: list[int] = []
     for m in _RANK_MARK.finditer(chunk):  # (']:' is rare in a log: its lines are looked at alone)
         start = chunk.rfind(b"\n", 0, m.start()) + 1
@@ -569,7 +568,7 @@ def without_prefixes(chunk: bytes, first_lineno: int, strip: bool, sink: Sink
     sink.tags = None
     if not strip and not _RANK_MARK.search(chunk):
         return chunk, None, None
-    if not strip and (few := ranked_starts(chunk)) is not None:
+    if not strip and (few := _ranked_starts(chunk)) is not None:
         # a few lines behind a rank prefix: hidden from the vectorised reader, the parser reads
         # them as the file has them (and cuts their prefix)
         if not few:

@@ -19,6 +19,7 @@ tests read the bench's logs, clean and noisy, both ways and compare the frames.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,7 +32,6 @@ from losslens.logs.base import Format, LineParser, feed_ranked
 from losslens.logs.columnar import (
     FEW_RANKED,
     ranked_feed,
-    ranked_starts,
     read_chunk,
     tagged,
     without_prefixes,
@@ -42,7 +42,7 @@ from losslens.logs.sink import Accounting, Sink
 
 KERNELS = "losslens.logs.skeleton_kernels"
 WIDTH = 32  # numbers a line may hold (a line with more is the parser's)
-MIN_LINES = 8  # a skeleton fewer lines of a chunk share is not learned: its lines are the parser's
+MIN_LINES = 4  # a skeleton fewer lines of a chunk share is not learned: its lines are the parser's
 SAMPLES = 12  # lines of a skeleton the parser reads to learn it
 CHECKS = 2  # rows of each template the parser reads again in every chunk
 # the scales a parser applies to a number as written: a unit's (names.UNIT_SCALE, MAGNITUDE)
@@ -72,6 +72,14 @@ class Template:
     rules: dict[tuple[int, str], list[Rule]]
     names: dict[str, str]
     skip: str | None = None  # a skeleton whose lines the parser skips, all for this reason
+    # numbers a key is named by ('aux loss 2'): a row holding another value there is the parser's
+    pins: dict[int, float] = field(default_factory=dict)
+
+    def signature(self) -> tuple[Any, ...]:
+        """What the template reads, whatever skeleton it was learned from: two templates alike
+        read their rows alike."""
+        return (tuple(self.records), tuple(sorted((k, tuple(v)) for k, v in self.rules.items())),
+                tuple(sorted(self.names.items())), self.skip, tuple(sorted(self.pins.items())))
 
 
 @dataclass
@@ -87,6 +95,7 @@ class Scan:
     plain: np.ndarray
     usable: np.ndarray
     blank: np.ndarray
+    ranked: np.ndarray
 
     def text(self, r: int) -> str:
         return self.buf[self.starts[r]:self.ends[r]].tobytes().decode("utf-8", "replace")
@@ -239,8 +248,9 @@ def _learn(fmt: Format, s: Scan, rows: np.ndarray, first: int, stamps: Callable[
     if len(reasons) == 1 and None not in reasons and not any(o is not None and o[1] for o in outs):
         # (a parser may name a metric of a line it then skips: the names are kept)
         named = [o[2] for o in outs if o is not None]
-        return Template([], {}, dict(named[0]), skip=reasons.pop()) \
-            if all(x == named[0] for x in named) else None
+        pins = _pins(s, pick, [*named[0], *named[0].values()])
+        return Template([], {}, dict(named[0]), skip=reasons.pop(), pins=pins) \
+            if all(x == named[0] for x in named) and pins is not None else None
     if any(o is None or o[0] is not None or not o[1] for o in outs):
         return None
     shapes = [[(kind, tuple(rec)) for kind, rec in o[1]] for o in outs if o is not None]
@@ -255,7 +265,35 @@ def _learn(fmt: Format, s: Scan, rows: np.ndarray, first: int, stamps: Callable[
             if not found:
                 return None
             rules[(i, key)] = found
-    return Template(shapes[0], rules, dict(names))
+    pins = _pins(s, pick, [*names, *names.values(), *(key for _, keys in shapes[0] for key in keys)])
+    return None if pins is None else Template(shapes[0], rules, dict(names), pins=pins)
+
+
+_DIGITS = re.compile(r"\d+")
+_NUMBER_TEXT = re.compile(r"[-+]?(\d+)")
+
+
+def _pins(s: Scan, pick: np.ndarray, words: list[str]) -> dict[int, float] | None:
+    """The numbers of the sampled lines whose digits name a key or metric (``words``: 'loss/0',
+    'aux loss 2'), pinned to their value: the same on every sample (else the keys would differ
+    too), and a row holding another value there is the parser's. None where such a number is not
+    read exactly."""
+    digits = {d for w in words for d in _DIGITS.findall(w)}
+    if not digits:
+        return {}
+    r0 = int(pick[0])
+    text, base = s.text(r0), int(s.starts[r0])
+    pins: dict[int, float] = {}
+    for k in range(int(s.counts[r0])):
+        m = _NUMBER_TEXT.match(text, int(s.at[r0, k]) - base)
+        if m is None or m.group(1) not in digits:
+            continue
+        col = s.values[pick, k]
+        if np.isnan(col).any():
+            return None
+        if (col == col[0]).all():
+            pins[k] = float(col[0])
+    return pins
 
 
 @dataclass
@@ -275,6 +313,8 @@ def _read(t: Template, s: Scan, rows: np.ndarray, stamps: Callable[..., Any],
     row); a row where they still disagree, or a value is not read exactly, is not ok."""
     out = _Read(rows, np.ones(len(rows), dtype=np.bool_))
     part = Part(s, rows)
+    for at, value in t.pins.items():
+        out.ok &= part.col("values", at) == value
     for where, rules in t.rules.items():
         if rules[0].kind in ("none", "line"):
             continue
@@ -388,16 +428,17 @@ class SkeletonReader:
         original: Sequence[str | None] | None = None
         buf = np.frombuffer(chunk, dtype=np.uint8)
         starts, ends = line_bounds(buf)
+        s = Scan(buf, starts, ends, *k.scan(buf, starts, ends, WIDTH))
+        n = len(starts)
         # a few lines behind a rank prefix stay as they are: their skeletons are their own, and
         # the probe reads a line as the parser does (its rank cut and tagged); many are cut first
-        if strip or (b"]:" in chunk and ranked_starts(chunk, len(starts)) is None):
+        if strip or int(s.ranked.sum()) > n // FEW_RANKED:
             data, as_filed, _ = without_prefixes(chunk, first, strip, sink)
             original = None if as_filed is None else as_filed.to_list()
             if data is not chunk:
                 buf = np.frombuffer(data, dtype=np.uint8)
                 starts, ends = line_bounds(buf)
-        s = Scan(buf, starts, ends, *k.scan(buf, starts, ends, WIDTH))
-        n = len(starts)
+                s = Scan(buf, starts, ends, *k.scan(buf, starts, ends, WIDTH))
         where = np.flatnonzero(s.usable & ~s.blank)
         hashes = s.hashes[where]
         order = np.argsort(hashes, kind="stable")  # each skeleton's rows together, in line order
@@ -405,11 +446,12 @@ class SkeletonReader:
         bounds = np.concatenate(([0], np.flatnonzero(ordered[1:] != ordered[:-1]) + 1, [len(order)])) \
             if len(order) else np.zeros(1, dtype=np.int64)
         keys, counts = ordered[bounds[:-1]], np.diff(bounds)
-        read: list[tuple[int, Template, _Read]] = []
 
         def probe(r: int) -> Any:
             return _probe(self.fmt, first + r, s.text(r))
 
+        # skeletons whose templates read alike (a padded number's widths) are read as one
+        alike: dict[tuple[Any, ...], tuple[Template, list[int], list[np.ndarray]]] = {}
         for g, h in enumerate(keys.tolist()):
             if counts[g] < MIN_LINES:
                 continue
@@ -418,18 +460,22 @@ class SkeletonReader:
                 self.templates[h] = _learn(self.fmt, s, rows, first, k.stamps)
             t = self.templates[h]
             if t is not None:
-                read.append((h, t, _read(t, s, rows, k.stamps, probe)))
+                group = alike.setdefault(t.signature(), (t, [], []))
+                group[1].append(h)
+                group[2].append(rows)
+        read = [(hs, t, _read(t, s, np.sort(np.concatenate(rows)) if len(rows) > 1 else rows[0],
+                              k.stamps, probe)) for t, hs, rows in alike.values()]
         taken = np.zeros(n, dtype=np.bool_)
         skipped: dict[int, str] = {}  # row -> the reason the parser skips it for
         made: list[tuple[int, Template, list[tuple[str, pl.DataFrame]]]] = []  # (its first row, …)
-        for h, t, got in read:
+        for hs, t, got in read:
             frames = _frames(t, got, first)
             kept = np.flatnonzero(got.ok)
             checks = kept[_spread(len(kept), CHECKS + 2)[1:-1]] if len(kept) else kept
-            if not all(_agrees(t, got, frames, int(np.searchsorted(kept, j)),
-                               _probe(self.fmt, first + int(got.rows[j]), s.text(int(got.rows[j]))))
+            if not all(_agrees(t, got, frames, int(np.searchsorted(kept, j)), probe(int(got.rows[j])))
                        for j in checks.tolist()):
-                self.templates.pop(h)  # learned again from a later chunk
+                for h in hs:  # learned again from a later chunk
+                    self.templates.pop(h)
                 continue
             if t.skip is not None:
                 skipped.update(dict.fromkeys(got.rows.tolist(), t.skip))
@@ -488,7 +534,7 @@ class SkeletonReader:
             if original is not None:
                 texts.append(original[r] or "")
             else:
-                texts.append(s.text(r).removesuffix("\r"))
+                texts.append(s.text(r).rstrip("\r"))
         blank = (pl.Series(texts, dtype=pl.String).str.strip_chars().str.len_bytes() == 0).to_list()
         feed = ranked_feed(sink, strip)
         for r, line, empty in zip(left.tolist(), texts, blank, strict=True):

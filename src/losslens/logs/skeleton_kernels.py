@@ -101,7 +101,25 @@ def _number(buf, a, b):
 
 
 @njit(cache=True, nogil=True)
-def _scan_row(buf, a, b, r, width, hashes, counts, values, starts, plain, usable, blank):
+def _ranked(buf, a, b):
+    """Whether the line starts with a torchrun rank prefix ('[rank3]:', columnar._RANK_LINE)."""
+    i = a
+    while i < b and (buf[i] == SP or buf[i] == TAB or buf[i] == 11 or buf[i] == 12):
+        i += 1
+    if i >= b or buf[i] != 91:  # '['
+        return False
+    i += 1
+    while i < b and ((65 <= buf[i] <= 90) or (97 <= buf[i] <= 122) or buf[i] == UNDER):
+        i += 1
+    d = i
+    while i < b and _digit(buf[i]):
+        i += 1
+    return i > d and i + 1 < b and buf[i] == 93 and buf[i + 1] == COLON
+
+
+@njit(cache=True, nogil=True)
+def _scan_row(buf, a, b, r, width, hashes, counts, values, starts, plain, usable, blank, ranked):
+    ranked[r] = _ranked(buf, a, b)
     h = FNV_OFFSET
     k = 0
     white = True
@@ -143,8 +161,8 @@ def _scan_row(buf, a, b, r, width, hashes, counts, values, starts, plain, usable
 def scan(buf, line_starts, line_ends, width):
     """Each line's skeleton hash, how many numbers it holds (at most ``width``), their values,
     where each starts in ``buf`` and whether it is a plain run of digits; whether the line can
-    be read here (ASCII, no NUL or carriage return, at most ``width`` numbers) and whether it
-    is blank (ASCII whitespace only)."""
+    be read here (ASCII, no NUL or carriage return, at most ``width`` numbers), whether it
+    is blank (ASCII whitespace only) and whether it starts with a torchrun rank prefix."""
     n = len(line_starts)
     hashes = np.zeros(n, dtype=np.uint64)
     counts = np.zeros(n, dtype=np.int32)
@@ -153,10 +171,11 @@ def scan(buf, line_starts, line_ends, width):
     plain = np.zeros((n, width), dtype=np.bool_)
     usable = np.ones(n, dtype=np.bool_)
     blank = np.zeros(n, dtype=np.bool_)
+    ranked = np.zeros(n, dtype=np.bool_)
     for r in prange(n):
         _scan_row(buf, line_starts[r], line_ends[r], r, width, hashes, counts, values, starts, plain,
-                  usable, blank)
-    return hashes, counts, values, starts, plain, usable, blank
+                  usable, blank, ranked)
+    return hashes, counts, values, starts, plain, usable, blank, ranked
 
 
 @njit(cache=True, nogil=True)

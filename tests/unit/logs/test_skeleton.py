@@ -4,18 +4,22 @@ with a real run's noise, and its safety nets (rules that tie, a template the par
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 
 pytest.importorskip("numba")
 
 from losslens import read_log  # noqa: E402
 from losslens.logs import skeleton  # noqa: E402
+from losslens.logs.base import Format, LineParser, RegexLineParser  # noqa: E402
 from losslens.logs.fast import compiled, line_bounds  # noqa: E402
 from losslens.logs.registry import BY_NAME  # noqa: E402
+from losslens.logs.sink import Sink  # noqa: E402
 from losslens.synth import with_noise  # noqa: E402
 from losslens.synth.logs import (  # noqa: E402
     fairseq_lines,
@@ -101,6 +105,41 @@ def test_a_template_the_parser_contradicts_is_dropped(tmp_path, compiled_reader,
     assert spoiled and compiled_reader["read"] > 5
 
 
+class _NamedByNumber(Format):
+    """A toy line format whose second field is a key that may hold a number ('step 7 aux loss 1
+    0.25'): no format in the registry names a key by a number standing alone yet."""
+    name = "toy-numbered"
+    line_records = True
+
+    @staticmethod
+    def rows(text, lineno, sink, parser=None):
+        return pl.Series([False] * len(text))  # every line to the parser
+
+    def parser(self, sink: Sink) -> LineParser:
+        class Parser(RegexLineParser):
+            def feed(self, lineno: int, line: str) -> str | None:
+                m = re.match(r"^step (\d+) (.+) (\S+)$", line)
+                if not m:
+                    return "unrecognised line"
+                step, metrics = sink.metrics_from_pairs([("step", m.group(1)), (m.group(2), m.group(3))])
+                return None if sink.emit(lineno, step, metrics) else "no training metric"
+        return Parser(sink)
+
+
+def test_a_key_named_by_a_number_holds_rows_of_that_number_only(tmp_path, compiled_reader, chunks_of,
+                                                                 monkeypatch) -> None:
+    """'aux loss 0' on every line of the first chunk, then 'aux loss 1' on one line in 50: the
+    number in the key is pinned, and the lines naming another key are the parser's."""
+    monkeypatch.setitem(BY_NAME, "toy-numbered", _NamedByNumber())
+    lines = [f"step {i} aux loss {int(i > 4000 and i % 50 == 0)} {1 + i / 1e4:.4f}" for i in range(12000)]
+    chunks_of(32 << 10)
+    path = _write(tmp_path, lines)
+    assert_same_as_per_line(path, "toy-numbered")
+    log = read_log(path, format="toy-numbered")
+    assert log.train["aux_loss_1"].drop_nulls().len() == 159 and compiled_reader["handed"] == 0
+    assert log.train["aux_loss_0"].drop_nulls().len() == 12000 - 159
+
+
 def test_a_file_of_other_lines_goes_to_the_polars_path(tmp_path, compiled_reader) -> None:
     """Lines that share no skeleton (each its own run of words) leave the chunk to polars."""
     words = ["alpha", "beta", "gamma", "delta", "eps", "zeta"]
@@ -141,6 +180,8 @@ def test_a_skeleton_is_the_line_without_its_numbers() -> None:
     assert s.hashes[5] != s.hashes[6] and s.values[5, :2].tolist() == [31.0, 42.0]
     assert s.blank.tolist() == [False] * 7 + [True, False, False]
     assert s.hashes[9] != s.hashes[0]  # every space counts
+    ranked = _scan(["[rank3]: step=1", "  [3]:x", "[rank]: step=1", "x [rank3]: y", "[rank3] :"]).ranked
+    assert ranked.tolist() == [True, True, False, False, False]
     assert s.counts[8] == 1 and np.isnan(s.values[8, 0])  # more digits than read exactly
 
 
