@@ -9,8 +9,9 @@ a key with two spaces in it, or a tab, otherwise; a padded number's width makes 
 own). Lines that a format prints from one format string share a skeleton, and their numbers sit at
 the same places.
 ``scan`` hashes each line's skeleton and reads its numbers; a number is read only where the reading
-is exact (Clinger's fast path, as the key=value kernels: at most 18 digits, an integer below 2**53,
-a power of ten within 1e±22), else it is NaN and a row that needs it goes to the per-line parser.
+is exact (Clinger's fast path: at most 18 significant digits, leading zeros not counted, an
+integer below 2**53, a power of ten within 1e±22), else it is NaN and a row that needs it goes to
+the per-line parser.
 """
 
 from __future__ import annotations
@@ -53,11 +54,11 @@ def _number(buf, a, b):
         neg = buf[i] == MINUS
         i += 1
     mant = np.int64(0)
-    digits = 0
+    digits = 0  # significant digits: from the first that is not a zero
     while i < b and _digit(buf[i]):
         if digits < 19:
             mant = mant * 10 + (buf[i] - ZERO)
-        digits += 1
+        digits += mant > 0
         i += 1
     plain = True
     frac = 0
@@ -67,7 +68,7 @@ def _number(buf, a, b):
         while i < b and _digit(buf[i]):
             if digits < 19:
                 mant = mant * 10 + (buf[i] - ZERO)
-            digits += 1
+            digits += mant > 0
             frac += 1
             i += 1
     exp = 0

@@ -23,6 +23,7 @@ from losslens.logs.sink import Sink  # noqa: E402
 from losslens.synth import with_noise  # noqa: E402
 from losslens.synth.logs import (  # noqa: E402
     fairseq_lines,
+    jsonl_lines,
     megatron_lines,
     nanogpt_lines,
     torchtitan_lines,
@@ -58,6 +59,7 @@ FORMATS = {
     "megatron ranked": lambda: megatron_lines(1500, rank_prefix="[rank0]:"),
     "torchtitan": lambda: torchtitan_lines(2000),
     "nanogpt": lambda: nanogpt_lines(6000, every=3, eval_every=300),
+    "jsonl": lambda: jsonl_lines(3000) + ['{"step": 3001, "loss/0": 1.5, "nested": {"lr": 1e-4}}'] * 20,
 }
 
 
@@ -183,6 +185,11 @@ def test_a_skeleton_is_the_line_without_its_numbers() -> None:
     ranked = _scan(["[rank3]: step=1", "  [3]:x", "[rank]: step=1", "x [rank3]: y", "[rank3] :"]).ranked
     assert ranked.tolist() == [True, True, False, False, False]
     assert s.counts[8] == 1 and np.isnan(s.values[8, 0])  # more digits than read exactly
+    # leading zeros are not significant: Python's repr of a small float is read exactly
+    s = _scan(["epoch 0.004618937644341801 lr 5.773672055427253e-07 x 0.00000000000000001234 "
+               "y 0.0000000000000000000001234"])  # (a power of ten past 1e-22: not exact here)
+    assert s.values[0, :3].tolist() == [0.004618937644341801, 5.773672055427253e-07, 1.234e-17]
+    assert np.isnan(s.values[0, 3])
 
 
 def test_stamps_read_as_the_per_line_parser_reads_them() -> None:
