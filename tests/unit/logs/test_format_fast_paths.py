@@ -348,8 +348,8 @@ def test_olmo_records_across_chunks_with_odd_lines(tmp_path, chunks_of, seed: in
     two chunks (700-byte chunks: most records do) and among odd lines."""
     chunks_of(chunk)
     rng = random.Random(seed)
-    lines = synth.olmo_lines(1500, seed=seed)
-    sprinkle(lines, OLMO_ODD, 150, rng)
+    lines = synth.olmo_lines(1500 if chunk > 700 else 500, seed=seed)  # (700 B: a chunk per record)
+    sprinkle(lines, OLMO_ODD, 150 if chunk > 700 else 50, rng)
     path = tmp_path / "olmo.log"
     path.write_text("\n".join(lines) + ("\n" if seed else ""))
     assert_same(path, "olmo")
