@@ -48,6 +48,7 @@ CHECKS = 2  # rows of each template the parser reads again in every chunk
 # the scales a parser applies to a number as written: a unit's (names.UNIT_SCALE, MAGNITUDE)
 SCALES = sorted({*UNIT_SCALE.values(), *MAGNITUDE.values()} - {1.0})
 EPOCH = datetime(1970, 1, 1)
+META = ("step", "line", "time")  # a record's keys that are no metric
 
 
 @dataclass(frozen=True)
@@ -490,10 +491,12 @@ class SkeletonReader:
         if len(left) > max(FEW_RANKED, n // 16):
             sink.tags = None
             return False
+        parts: dict[str, list[pl.DataFrame]] = {"train": [], "eval": []}
         for _, _t, frames in made:
             for kind, frame in frames:
                 if frame.height:
-                    sink.add(tagged(frame, sink), evals=kind == "eval")
+                    parts[kind].append(tagged(frame, sink))
+        held = len(sink.train), len(sink.eval)
         acc.total += n
         acc.blank += int(s.blank.sum())
         acc.parsed += int(taken.sum())
@@ -506,15 +509,29 @@ class SkeletonReader:
                 acc.skipped[reason] += sum(1 for x in skipped.values() if x == reason) - (reason in firsts)
             skipped = {r: reason for reason, r in firsts.items()}
             left = np.union1d(left, np.array(sorted(skipped), dtype=np.int64))
-        # the names a template's records bring are set where its first row stands among the lines
-        # the parser reads (a name is the first line's to give)
-        named = sorted((r, t.names) for r, t, _ in made if t.names)
+        # the names a template's records bring, and their metrics' shape (a number, not a list),
+        # are set where its first row stands among the lines the parser reads (the first line's)
+        named = sorted(((r, t.names, [k for _, keys in t.records for k in keys if k not in META])
+                        for r, t, _ in made), key=lambda x: x[0])
         self._per_line(left, skipped, named, s, first, original, sink, acc, parser, strip)
+        # the chunk's records as one frame in line order, those the parser made among them (a
+        # log's frames in line order are joined without a sort, which copies every column)
+        for (kind, pieces), records, at in zip(parts.items(), (sink.train, sink.eval), held, strict=True):
+            if len(records) > at:
+                pieces.append(pl.from_dicts(records[at:], infer_schema_length=None))
+                del records[at:]
+            try:
+                joined = [pl.concat(pieces, how="diagonal_relaxed").sort("line")] if len(pieces) > 1 \
+                    else pieces
+            except pl.exceptions.PolarsError:  # a list where a number was: each as it is
+                joined = pieces
+            for frame in joined:
+                sink.add(frame, evals=kind == "eval")
         sink.tags = None
         return True
 
-    def _per_line(self, left: np.ndarray, skipped: dict[int, str], named: list[tuple[int, dict[str, str]]],
-                  s: Scan, first: int,
+    def _per_line(self, left: np.ndarray, skipped: dict[int, str],
+                  named: list[tuple[int, dict[str, str], list[str]]], s: Scan, first: int,
                   original: Sequence[str | None] | None, sink: Sink, acc: Accounting,
                   parser: LineParser, strip: bool) -> None:
         """The lines the templates did not take, as the file has them, in order: those of a
@@ -523,8 +540,11 @@ class SkeletonReader:
         says)."""
         def name_before(row: int) -> None:
             while named and named[0][0] < row:
-                for name, original_name in named.pop(0)[1].items():
+                _, names, metrics = named.pop(0)
+                for name, original_name in names.items():
                     sink.names.setdefault(name, original_name)
+                for name in metrics:
+                    sink.shapes.setdefault(name, False)
 
         if not len(left):
             name_before(len(s.starts))
