@@ -351,15 +351,20 @@ def account_chunk(chunk: bytes, text: pl.Series | None, lineno: pl.Series, blank
                                  is_idle.filter(todo).to_list(), strict=True):
         if skipped:
             acc.skip("no training metric", ln, line)
-            continue
-        if "\x00" in line:
-            acc.skip("binary data", ln, line)
-            continue
-        reason = feed(parser, ln, line)
-        if reason is None:
-            acc.parsed += 1
         else:
-            acc.skip(reason, ln, line)
+            account_line(ln, line, acc, parser, feed)
+
+
+def account_line(lineno: int, line: str, acc: Accounting, parser: object,
+                 feed: Callable[[object, int, str], str | None] = feed_line) -> None:
+    """A line no column-wise pass read, as the per-line path takes it: binary data, or what the
+    parser says (parsed, or skipped with its reason)."""
+    if "\x00" in line:
+        acc.skip("binary data", lineno, line)
+    elif (reason := feed(parser, lineno, line)) is None:
+        acc.parsed += 1
+    else:
+        acc.skip(reason, lineno, line)
 
 
 # the capture prefixes of ``base.PREFIXES``, matched whole (``match_whole``); the time a prefix

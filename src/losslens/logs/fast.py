@@ -6,14 +6,16 @@ numba is installed and the file is large enough for the compile (or the cached b
 pay. The polars path stays the default and, with the per-line parser, the oracle.
 
 numba compiles a kernel the first time it runs and keeps the build in ``$LOSSLENS_CACHE`` or
-``$XDG_CACHE_HOME/losslens/numba`` (``~/.cache``); where no cache folder can be written it compiles
-without one. ``LOSSLENS_FAST=off`` turns the accelerator off, ``LOSSLENS_FAST=on`` uses it on a
-file of any size (the tests do).
+``$XDG_CACHE_HOME/losslens/numba`` (``~/.cache``), in a folder named by the kernels' sources; where
+no cache folder can be written it compiles without one. ``LOSSLENS_FAST=off`` turns the
+accelerator off, ``LOSSLENS_FAST=on`` uses it on a file of any size (the tests do).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.util
 import os
 from pathlib import Path
 from types import ModuleType
@@ -21,10 +23,13 @@ from types import ModuleType
 import numpy as np
 
 MIN_BYTES = 64 << 20  # a file below this is read with polars alone (a cached build loads in ~0.3 s)
+# every kernels module: numba's cache knows a function's own file only, and the skeleton kernels
+# call key=value's, so the builds are kept in a folder named by all of their sources
+KERNEL_MODULES = ("losslens.logs.formats.kv.kernels", "losslens.logs.skeleton_kernels")
 _loaded: dict[str, ModuleType | None] = {}
 
 
-def wanted(size: int | None, module: str = "losslens.logs.formats.kv.kernels") -> bool:
+def wanted(size: int | None, module: str) -> bool:
     """Whether a file of ``size`` bytes is read with the compiled kernels of ``module``:
     ``LOSSLENS_FAST`` ('on', 'off'), else a file of ``MIN_BYTES`` or more; and numba can load them."""
     mode = os.environ.get("LOSSLENS_FAST", "").strip().lower()
@@ -58,13 +63,23 @@ def compiled(module: str) -> ModuleType | None:
     try:
         where = cache_dir()
         if where is not None:
-            os.environ.setdefault("NUMBA_CACHE_DIR", str(where))
+            os.environ.setdefault("NUMBA_CACHE_DIR", str(where / _sources_digest()))
         import numba  # noqa: F401  (the optional 'fast' extra)
 
         _loaded[module] = importlib.import_module(module)
     except Exception:  # numba missing, or its compile or cache failing: the polars path reads
         _loaded[module] = None
     return _loaded[module]
+
+
+def _sources_digest() -> str:
+    """A short digest of the kernels modules' sources (the name of their builds' folder)."""
+    digest = hashlib.sha256()
+    for name in KERNEL_MODULES:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin:
+            digest.update(Path(spec.origin).read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def line_bounds(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -31,6 +31,7 @@ import polars as pl
 from losslens.logs.base import Format, LineParser, feed_ranked
 from losslens.logs.columnar import (
     FEW_RANKED,
+    account_line,
     ranked_feed,
     read_chunk,
     tagged,
@@ -151,12 +152,10 @@ class Part:
 
 
 def _value(rule: Rule, p: Part, stamps: Callable[..., Any]) -> tuple[np.ndarray, np.ndarray]:
-    """What ``rule`` gives on the rows of ``p``: the values (float64; int64 microseconds for a
-    time) and where they are read exactly."""
+    """What ``rule`` ('number', 'thousands' or 'time') gives on the rows of ``p``: the values
+    (float64; int64 microseconds for a time) and where they are read exactly."""
     if rule.kind == "time":
         return stamps(p.scan.buf, p.col("at", rule.at), p.ends)
-    if rule.kind == "line":
-        return np.zeros(len(p.rows)), np.ones(len(p.rows), dtype=np.bool_)
     v = p.col("values", rule.at)
     if rule.kind == "number":
         v = v / rule.by if rule.op == "/" else v * rule.by if rule.op == "*" else v
@@ -324,10 +323,7 @@ def _read(t: Template, s: Scan, rows: np.ndarray, stamps: Callable[..., Any],
             out.columns[where] = part.col("values", rules[0].at)  # zero on every row, by any rule
             continue
         got = [_value(r, part, stamps) for r in rules]
-        v, ok = got[0]
-        ok = ok.copy()
-        for w, ok2 in got[1:]:
-            ok &= ok2 & (w == v)
+        v, ok = _agreed(got)
         if len(rules) > 1 and not ok.all():
             keep = _settled(where, got, rows, ok, probe)
             if keep is not None:
@@ -336,15 +332,21 @@ def _read(t: Template, s: Scan, rows: np.ndarray, stamps: Callable[..., Any],
                 if not rules:
                     out.ok[:] = False
                     return out
-                v, ok = got[0]
-                ok = ok.copy()
-                for w, ok2 in got[1:]:
-                    ok &= ok2 & (w == v)
+                v, ok = _agreed(got)
         if where[1] == "step":
             ok &= v == np.floor(v)
         out.ok &= ok
         out.columns[where] = v
     return out
+
+
+def _agreed(got: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The first rule's values, and the rows where every rule reads exactly and gives them."""
+    v, ok = got[0]
+    ok = ok.copy()
+    for w, ok2 in got[1:]:
+        ok &= ok2 & (w == v)
+    return v, ok
 
 
 def _settled(where: tuple[int, str], got: list[tuple[np.ndarray, np.ndarray]], rows: np.ndarray,
@@ -427,19 +429,26 @@ class SkeletonReader:
         k = self.kernels
         assert k is not None
         original: Sequence[str | None] | None = None
-        buf = np.frombuffer(chunk, dtype=np.uint8)
-        starts, ends = line_bounds(buf)
-        s = Scan(buf, starts, ends, *k.scan(buf, starts, ends, WIDTH))
-        n = len(starts)
-        # a few lines behind a rank prefix stay as they are: their skeletons are their own, and
-        # the probe reads a line as the parser does (its rank cut and tagged); many are cut first
-        if strip or int(s.ranked.sum()) > n // FEW_RANKED:
+
+        def scanned(data: bytes) -> Scan:
+            buf = np.frombuffer(data, dtype=np.uint8)
+            starts, ends = line_bounds(buf)
+            return Scan(buf, starts, ends, *k.scan(buf, starts, ends, WIDTH))
+
+        def cut() -> Scan:
+            """The chunk without a capture's prefixes and rank prefixes (their time and rank
+            kept as ``sink.tags``), scanned; the lines as filed kept for the parser."""
+            nonlocal original
             data, as_filed, _ = without_prefixes(chunk, first, strip, sink)
             original = None if as_filed is None else as_filed.to_list()
-            if data is not chunk:
-                buf = np.frombuffer(data, dtype=np.uint8)
-                starts, ends = line_bounds(buf)
-                s = Scan(buf, starts, ends, *k.scan(buf, starts, ends, WIDTH))
+            return scanned(data)
+
+        s = cut() if strip else scanned(chunk)
+        n = len(s.starts)
+        # a few lines behind a rank prefix stay as they are: their skeletons are their own, and
+        # the probe reads a line as the parser does (its rank cut and tagged); many are cut first
+        if not strip and int(s.ranked.sum()) > n // FEW_RANKED:
+            s = cut()
         where = np.flatnonzero(s.usable & ~s.blank)
         hashes = s.hashes[where]
         order = np.argsort(hashes, kind="stable")  # each skeleton's rows together, in line order
@@ -467,7 +476,7 @@ class SkeletonReader:
         read = [(hs, t, _read(t, s, np.sort(np.concatenate(rows)) if len(rows) > 1 else rows[0],
                               k.stamps, probe)) for t, hs, rows in alike.values()]
         taken = np.zeros(n, dtype=np.bool_)
-        skipped: dict[int, str] = {}  # row -> the reason the parser skips it for
+        skipped: dict[str, list[np.ndarray]] = {}  # the rows the parser skips, by its reason
         made: list[tuple[int, Template, list[tuple[str, pl.DataFrame]]]] = []  # (its first row, …)
         for hs, t, got in read:
             frames = _frames(t, got, first)
@@ -479,15 +488,17 @@ class SkeletonReader:
                     self.templates.pop(h)
                 continue
             if t.skip is not None:
-                skipped.update(dict.fromkeys(got.rows.tolist(), t.skip))
+                skipped.setdefault(t.skip, []).append(got.rows)
                 if t.names and len(got.rows):
                     made.append((int(got.rows[0]), t, []))
             else:
                 taken[got.rows[got.ok]] = True
                 made.append((int(got.rows[got.ok][0]) if got.ok.any() else n, t, frames))
-        left = np.flatnonzero(~taken & ~s.blank)
-        if skipped:
-            left = left[~np.isin(left, np.fromiter(skipped, dtype=np.int64, count=len(skipped)))]
+        passed = taken.copy()
+        for row_sets in skipped.values():
+            for rows in row_sets:
+                passed[rows] = True
+        left = np.flatnonzero(~passed & ~s.blank)
         if len(left) > max(FEW_RANKED, n // 16):
             sink.tags = None
             return False
@@ -500,20 +511,22 @@ class SkeletonReader:
         acc.total += n
         acc.blank += int(s.blank.sum())
         acc.parsed += int(taken.sum())
-        if skipped:  # counted at once, but for the first of a reason the log has not shown yet
-            firsts: dict[str, int] = {}
-            for r, reason in skipped.items():
-                if reason not in acc.examples and r < firsts.get(reason, n):
-                    firsts[reason] = r
-            for reason in set(skipped.values()):
-                acc.skipped[reason] += sum(1 for x in skipped.values() if x == reason) - (reason in firsts)
-            skipped = {r: reason for reason, r in firsts.items()}
-            left = np.union1d(left, np.array(sorted(skipped), dtype=np.int64))
+        # skipped lines are counted at once, but for the first of a reason the log has shown no
+        # example of yet: that one is taken in line order with the parser's lines
+        firsts: dict[int, str] = {}
+        for reason, row_sets in skipped.items():
+            rows = np.concatenate(row_sets)
+            shown = reason in acc.examples
+            acc.skipped[reason] += len(rows) - (not shown)
+            if not shown:
+                firsts[int(rows.min())] = reason
+        if firsts:
+            left = np.union1d(left, np.array(sorted(firsts), dtype=np.int64))
         # the names a template's records bring, and their metrics' shape (a number, not a list),
         # are set where its first row stands among the lines the parser reads (the first line's)
         named = sorted(((r, t.names, [k for _, keys in t.records for k in keys if k not in META])
                         for r, t, _ in made), key=lambda x: x[0])
-        self._per_line(left, skipped, named, s, first, original, sink, acc, parser, strip)
+        self._per_line(left, firsts, named, s, first, original, sink, acc, parser, strip)
         # the chunk's records as one frame in line order, those the parser made among them (a
         # log's frames in line order are joined without a sort, which copies every column)
         for (kind, pieces), records, at in zip(parts.items(), (sink.train, sink.eval), held, strict=True):
@@ -534,10 +547,9 @@ class SkeletonReader:
                   named: list[tuple[int, dict[str, str], list[str]]], s: Scan, first: int,
                   original: Sequence[str | None] | None, sink: Sink, acc: Accounting,
                   parser: LineParser, strip: bool) -> None:
-        """The lines the templates did not take, as the file has them, in order: those of a
-        template the parser skips (``skipped``) skipped for its reason, the others to the
-        per-line parser (as ``columnar.account_chunk``: blank, binary data, or what the parser
-        says)."""
+        """The lines the templates did not take, as the file has them, in order: a skip
+        template's first line of a reason (``skipped``: row -> reason) skipped for it, the others
+        blank or the per-line parser's (``columnar.account_line``)."""
         def name_before(row: int) -> None:
             while named and named[0][0] < row:
                 _, names, metrics = named.pop(0)
@@ -564,10 +576,6 @@ class SkeletonReader:
                 acc.skip(skipped[r], ln, line)
             elif empty:
                 acc.blank += 1
-            elif "\x00" in line:
-                acc.skip("binary data", ln, line)
-            elif (reason := feed(parser, ln, line)) is None:
-                acc.parsed += 1
             else:
-                acc.skip(reason, ln, line)
+                account_line(ln, line, acc, parser, feed)
         name_before(len(s.starts))

@@ -19,9 +19,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from losslens.logs.formats.kv.kernels import _stamp
+
 NL, TAB, CR, SP, COMMA, DOT = 10, 9, 13, 32, 44, 46
 MINUS, PLUS, ZERO, NINE, E_LO, E_UP, UNDER = 45, 43, 48, 57, 101, 69, 95
-COLON, T_UP = 58, 84
+COLON = 58
 POW10 = np.array([10.0 ** k for k in range(23)])
 FNV_OFFSET = np.uint64(14695981039346656037)
 FNV_PRIME = np.uint64(1099511628211)
@@ -180,66 +182,15 @@ def scan(buf, line_starts, line_ends, width):
 
 
 @njit(cache=True, nogil=True)
-def _two(buf, i):
-    if _digit(buf[i]) and _digit(buf[i + 1]):
-        return (buf[i] - ZERO) * 10 + (buf[i + 1] - ZERO)
-    return -1
-
-
-@njit(cache=True, nogil=True)
-def _days(y, m, d):
-    """Days from 1970-01-01 to a date of the proleptic Gregorian calendar."""
-    y = y - 1 if m <= 2 else y
-    era = (y if y >= 0 else y - 399) // 400
-    yoe = y - era * 400
-    mp = m - 3 if m > 2 else m + 9
-    doy = (153 * mp + 2) // 5 + d - 1
-    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-    return era * 146097 + doe - 719468
-
-
-@njit(cache=True, nogil=True)
-def _month_days(y, m):
-    if m == 2:
-        return 29 if (y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)) else 28
-    return 30 if m == 4 or m == 6 or m == 9 or m == 11 else 31
-
-
-@njit(cache=True, nogil=True)
 def stamps(buf, at, ends):
-    """The wall time written at each ``at`` ('2024-05-31 15:45:00' or with a 'T', then up to six
-    digits of a fraction after '.' or ','; more are cut, as ``base.leading_time`` reads it) in
-    microseconds since 1970 (naive), and whether one is there and is a real date and time."""
+    """The wall time written at each ``at`` (key=value's ``_stamp``: '2024-05-31 15:45:00' or
+    with a 'T', up to six digits of a fraction, as ``base.leading_time`` reads it) in microseconds
+    since 1970 (naive), and whether one is there and is a real date and time."""
     n = len(at)
     micros = np.zeros(n, dtype=np.int64)
     ok = np.zeros(n, dtype=np.bool_)
     for r in range(n):
-        i, b = at[r], ends[r]
-        if i < 0 or i + 19 > b:
-            continue
-        if not (_digit(buf[i]) and _digit(buf[i + 1]) and _digit(buf[i + 2]) and _digit(buf[i + 3])):
-            continue
-        if buf[i + 4] != MINUS or buf[i + 7] != MINUS or (buf[i + 10] != SP and buf[i + 10] != T_UP) \
-                or buf[i + 13] != COLON or buf[i + 16] != COLON:
-            continue
-        y = (buf[i] - ZERO) * 1000 + (buf[i + 1] - ZERO) * 100 + (buf[i + 2] - ZERO) * 10 + buf[i + 3] - ZERO
-        mo, d, hh, mi, ss = _two(buf, i + 5), _two(buf, i + 8), _two(buf, i + 11), _two(buf, i + 14), \
-            _two(buf, i + 17)
-        if y < 1 or mo < 1 or mo > 12 or d < 1 or d > _month_days(y, mo) or hh < 0 or hh > 23 \
-                or mi < 0 or mi > 59 or ss < 0 or ss > 59:
-            continue
-        j = i + 19
-        frac = 0
-        if j + 1 < b and (buf[j] == DOT or buf[j] == COMMA) and _digit(buf[j + 1]):
-            j += 1
-            k = 0
-            while j < b and k < 6 and _digit(buf[j]):
-                frac = frac * 10 + (buf[j] - ZERO)
-                j += 1
-                k += 1
-            while k < 6:
-                frac *= 10
-                k += 1
-        micros[r] = ((_days(y, mo, d) * 24 + hh) * 60 + mi) * 60_000_000 + ss * 1_000_000 + frac
-        ok[r] = True
+        us, found = _stamp(buf, at[r], ends[r])
+        if found == 1:
+            micros[r], ok[r] = us, True
     return micros, ok

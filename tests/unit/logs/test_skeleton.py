@@ -73,6 +73,17 @@ def test_reads_what_the_per_line_parser_reads(tmp_path, compiled_reader, name, n
     assert compiled_reader == {"read": 1, "handed": 0}, compiled_reader
 
 
+@pytest.mark.parametrize("name", ["megatron", "fairseq"])
+def test_lines_behind_a_capture_s_time_stamps(tmp_path, compiled_reader, name) -> None:
+    """'kubectl logs --timestamps' before every line, noise among them: the prefixes are cut
+    before the scan, and each record takes the capture's time where it has none of its own."""
+    lines = with_noise(FORMATS[name](), 0.02, seed=1)
+    path = _write(tmp_path, [f"2024-05-01T10:{i // 60 % 60:02d}:{i % 60:02d}.123456789Z {x}"
+                             for i, x in enumerate(lines)])
+    assert_same_as_per_line(path, name)
+    assert compiled_reader == {"read": 1, "handed": 0}, compiled_reader
+
+
 def test_a_rule_that_ties_on_the_first_lines_is_settled_by_the_parser(tmp_path, compiled_reader,
                                                                       chunks_of) -> None:
     """fairseq's count within the epoch equals num_updates through the first epoch: learned there,

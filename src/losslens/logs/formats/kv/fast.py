@@ -19,10 +19,16 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from losslens.logs.fast import MIN_BYTES, cache_dir, compiled, line_bounds, wanted
+from losslens.logs import fast
+from losslens.logs.fast import MIN_BYTES, cache_dir, compiled, line_bounds
 
 __all__ = ["MIN_BYTES", "cache_dir", "kernels", "wanted", "split_lines", "template_rows"]
 KERNELS = "losslens.logs.formats.kv.kernels"
+
+
+def wanted(size: int | None) -> bool:
+    """Whether a key=value file of ``size`` bytes is read with these kernels (``fast.wanted``)."""
+    return fast.wanted(size, KERNELS)
 
 
 def kernels() -> tuple[Any, Any] | None:
