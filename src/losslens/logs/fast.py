@@ -32,12 +32,16 @@ _loaded: dict[str, ModuleType | None] = {}
 def wanted(size: int | None, module: str) -> bool:
     """Whether a file of ``size`` bytes is read with the compiled kernels of ``module``:
     ``LOSSLENS_FAST`` ('on', 'off'), else a file of ``MIN_BYTES`` or more; and numba can load them."""
+    return large(size) and compiled(module) is not None
+
+
+def large(size: int | None) -> bool:
+    """Whether ``LOSSLENS_FAST`` leaves a file of ``size`` bytes to the compiled kernels ('on':
+    any size; 'off': none; unset: ``MIN_BYTES`` or more), before numba is looked for."""
     mode = os.environ.get("LOSSLENS_FAST", "").strip().lower()
     if mode in ("off", "0", "no", "false"):
         return False
-    if mode not in ("on", "1", "yes", "true") and (size is None or size < MIN_BYTES):
-        return False
-    return compiled(module) is not None
+    return mode in ("on", "1", "yes", "true") or (size is not None and size >= MIN_BYTES)
 
 
 def cache_dir() -> Path | None:

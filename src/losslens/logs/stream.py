@@ -19,9 +19,9 @@ import polars as pl
 
 from losslens.logs.base import Format, LineParser, feed_ranked, finish_fed
 from losslens.logs.columnar import read_chunk
+from losslens.logs.fast import large
 from losslens.logs.registry import BY_NAME
 from losslens.logs.sink import Accounting, Sink
-from losslens.logs.skeleton import skeleton_reader
 from losslens.logs.sniff import choose, strips
 from losslens.logs.source import Source, decode_lines
 
@@ -203,8 +203,13 @@ class LineStream:
         self.format, self.strip = fmt, strip
         self.parser = fmt.parser_for(self.sink, first_line)
         rows = fmt.rows
-        self.chunks = fmt.chunk_reader(self.size) or skeleton_reader(fmt, self.size) or \
-            (None if rows is None else partial(read_chunk, rows=rows))
+        self.chunks = fmt.chunk_reader(self.size)
+        if self.chunks is None and fmt.line_records and large(self.size):
+            from losslens.logs.skeleton import skeleton_reader  # (only for a large file)
+
+            self.chunks = skeleton_reader(fmt, self.size)
+        if self.chunks is None and rows is not None:
+            self.chunks = partial(read_chunk, rows=rows)
 
     def _line(self, lineno: int, line: str) -> None:
         assert self.parser is not None
