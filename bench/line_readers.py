@@ -55,6 +55,10 @@ def _lines(name: str, n: int) -> list[str]:
     if name == "hf":
         return [str({"loss": round(_loss(i, rng), 4), "grad_norm": round(rng.uniform(0.5, 1.5), 4),
                      "learning_rate": 1e-4, "epoch": round(i / n * 3, 2)}) for i in range(n)]
+    if name == "hf-bars":  # the Trainer's stdout and stderr in one file: a dict a step through its bar
+        from losslens.synth import hf_stdout_lines
+
+        return hf_stdout_lines(n, logging_steps=1, eval_steps=1000)[:n]
     if name == "megatron":
         return [f" iteration {i:8d}/ {n:8d} | consumed samples: {i * 1024:12d} | elapsed time per "
                 f"iteration (ms): {18000 + rng.gauss(0, 200):.1f} | learning rate: 6.000E-05 | global "
@@ -170,8 +174,8 @@ def _csv_loop(path: Path):
 
 
 def _hf_loop(path: Path):
-    with open(path) as f:
-        return _by_key([ast.literal_eval(line) for line in f if line.startswith("{'")])
+    with open(path, newline="\n") as f:  # (a bar's redraws before a dict: the dict from its '{')
+        return _by_key([ast.literal_eval(line[line.index("{'"):]) for line in f if "{'" in line])
 
 
 def _nano_loop(path: Path):
@@ -218,6 +222,7 @@ BASELINES: dict[str, tuple[str, Callable[[Path], object], Callable[[Path], objec
     "jsonl": ("json.loads per line", _json_loop, _polars_ndjson),
     "csv": ("csv.reader, float() per cell", _csv_loop, _polars_csv),
     "hf": ("ast.literal_eval per dict line", _hf_loop, None),
+    "hf-bars": ("ast.literal_eval per dict line", _hf_loop, None),
     "megatron": ("re.findall 'name: value'", _pairs_loop(COLON_PAIR), None),
     "nanogpt": ("re.match per line", _nano_loop, None),
     "modded-nanogpt": ("re.findall 'name:value'", _pairs_loop(MODDED_PAIR), None),

@@ -48,8 +48,9 @@ def test_fleet_scan_benchmark_runs_small() -> None:
 def test_line_readers_benchmark_runs_small() -> None:
     out = _bench("line_readers.py", "--lines", "3000", timeout=300)
     rows = [x.split()[0] for x in out.splitlines()[2:]]
-    assert rows == ["jsonl", "csv", "hf", "megatron", "nanogpt", "modded-nanogpt", "fairseq", "torchtitan",
-                    "olmo", "colon", "lightning", "kv-kubectl", "kv-ranks", "mlflow", "mlflow-run"]
+    assert rows == ["jsonl", "csv", "hf", "hf-bars", "megatron", "nanogpt", "modded-nanogpt", "fairseq",
+                    "torchtitan", "olmo", "colon", "lightning", "kv-kubectl", "kv-ranks", "mlflow",
+                    "mlflow-run"]
     # each line format also read with a real run's noise between its lines, the same records
     noisy = [x.split() for x in out.splitlines()[2:] if not x.startswith("mlflow")]
     assert all(float(r[7]) > 0 for r in noisy), out

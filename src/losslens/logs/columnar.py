@@ -333,23 +333,36 @@ def account_chunk(chunk: bytes, text: pl.Series | None, lineno: pl.Series, blank
                   pending: pl.Series, n_idle: int, sink: Sink, acc: Accounting, parser: object,
                   feed: Callable[[object, int, str], str | None] = feed_line) -> None:
     """Account one chunk's lines after its vectorised pass: blank; parsed; the rows that pass
-    read but that held no metric (``sink.idle_lines`` from ``n_idle`` on) skipped as such; every
+    read but that held no metric (``sink.idle_lines`` from ``n_idle`` on) skipped as such, and
+    those it skipped for the parser's reason (``sink.passed_lines``: counted at once, but for
+    the first of a reason the log has no example of yet, taken in line order); every
     ``pending`` line fed to the per-line ``parser``, in order (``text``: the chunk's lines, made
     from ``chunk`` when needed)."""
     acc.total += len(lineno)
     acc.blank += int(blank.sum())
     idle = sink.idle_lines[n_idle:]
-    acc.parsed += int((~pending).sum()) - len(idle)
+    passed, sink.passed_lines = sink.passed_lines, []
+    acc.parsed += int((~pending).sum()) - len(idle) - sum(len(lines) for _, lines in passed)
+    firsts: dict[int, str] = {}
+    for reason, lines in passed:
+        if not len(lines):
+            continue
+        shown = reason in acc.examples or reason in firsts.values()
+        acc.skipped[reason] += len(lines) - (not shown)
+        if not shown:
+            firsts[int(lines.min())] = reason
     rest = pending & ~blank
-    if not idle and not rest.any():
+    if not idle and not firsts and not rest.any():
         return
     if text is None:
         text = lines_of(chunk)
     is_idle = lineno.is_in(idle) if idle else pl.Series(values=[False] * len(lineno))
-    todo = rest | is_idle
+    todo = rest | is_idle | (lineno.is_in(list(firsts)) if firsts else False)
     for ln, line, skipped in zip(lineno.filter(todo).to_list(), text.filter(todo).to_list(),
                                  is_idle.filter(todo).to_list(), strict=True):
-        if skipped:
+        if ln in firsts:
+            acc.skip(firsts[ln], ln, line)
+        elif skipped:
             acc.skip("no training metric", ln, line)
         else:
             account_line(ln, line, acc, parser, feed)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from losslens.logs.compact import COMPACT_RECORDS, Compactor, normalised
@@ -105,6 +106,8 @@ class Sink:
     notes: list[str] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)  # what the read could not take (see LogData.lost)
     idle_lines: list[int] = field(default_factory=list)  # vectorised rows that held no metric
+    # lines a vectorised pass skipped as the per-line parser would: (the parser's reason, line numbers)
+    passed_lines: list[tuple[str, np.ndarray]] = field(default_factory=list)
     source_name: str = ""  # the file's base name (an MLflow metric file is named by its metric)
     # a large log's frames are compacted as they come (see compact.py): train, eval
     compactors: tuple[Compactor, Compactor] | None = None

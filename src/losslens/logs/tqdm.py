@@ -56,22 +56,19 @@ def update_seconds(redraws: list[tuple[int, float]], smoothing: float = SMOOTHIN
     return np.array(counts, dtype=np.int64), np.array(seconds)
 
 
-def step_times(redraws: list[tuple[int, float]], steps: list[int]) -> list[float | None]:
+def step_times(redraws: list[tuple[int, float]], steps: np.ndarray) -> np.ndarray:
     """The mean seconds per step between each of ``steps`` (rising) and the one before (from 0
     for the first), from the bar's ``redraws``: its updates' seconds spread evenly over the
-    steps each covers. None where the bar's updates do not reach."""
+    steps each covers. NaN where the bar's updates do not reach."""
     counts, seconds = update_seconds(redraws)
+    out = np.full(len(steps), np.nan)
     if len(counts) < 2:
-        return [None] * len(steps)
+        return out
     clock = np.concatenate([[0.0], np.cumsum(seconds)])
     at = np.concatenate([[0], counts])
-    out: list[float | None] = []
-    before, t_before = 0, 0.0
-    for s in steps:
-        if s > at[-1] or s <= before:
-            out.append(None)
-            continue
-        t = float(np.interp(s, at, clock))
-        out.append((t - t_before) / (s - before))
-        before, t_before = s, t
+    s = np.asarray(steps, dtype=np.int64)
+    # (rising steps: each one the bar reaches follows the last such one, or 0)
+    reached = (s > 0) & (s <= at[-1])
+    t = np.interp(s[reached], at, clock)
+    out[reached] = np.diff(t, prepend=0.0) / np.diff(s[reached], prepend=0)
     return out

@@ -184,6 +184,60 @@ def olmo_lines(n: int = 30, seed: int = 0) -> list[str]:
     return out
 
 
+def hf_stdout_lines(n_steps: int = 300, logging_steps: int = 10, eval_steps: int = 100, eval_batches: int = 8,
+                    seed: int = 0, buffered: bool = False) -> list[str]:
+    """What a Hugging Face Trainer's stdout and stderr give in one file (``python train.py > out.log
+    2>&1``): tqdm's bar redrawn with '\\r' once a step, never ending its line; every
+    ``logging_steps`` the logs dict written through the bar (``tqdm.write``: the bar cleared,
+    the dict and a newline, the bar drawn again); an evaluation's own bar and its eval dict every
+    ``eval_steps``. ``buffered``: stdout block-buffered apart from the bar's stderr (nohup), its
+    dicts landing together after a later redraw."""
+    rng = random.Random(seed)
+    out, line, held = [], "", []
+    rate = 4.2
+
+    def redraw(k: int, total: int, per: float) -> str:
+        done = int(100 * k / total)
+        bar = ("█" * (done // 10)).ljust(10)
+        left = (total - k) / per
+        return (f"\r{done:3d}%|{bar}| {k}/{total} [{int(k / per) // 60:02d}:{int(k / per) % 60:02d}<"
+                f"{int(left) // 60:02d}:{int(left) % 60:02d}, {per:5.2f}it/s]")
+
+    def write(text: str) -> None:
+        nonlocal line
+        if buffered:
+            held.append(text)
+            if len(held) == 8:
+                out.append(line + "\r" + " " * 60 + "\r" + held[0])
+                out.extend(held[1:])
+                held.clear()
+                line = ""
+            return
+        out.append(line + "\r" + " " * 60 + "\r" + text)
+        line = ""
+
+    for step in range(1, n_steps + 1):
+        rate = max(0.5, rate + rng.gauss(0, 0.05))
+        line += redraw(step, n_steps, rate)
+        if step % logging_steps == 0:
+            loss = 3.0 / math.sqrt(1 + step / 50) + rng.gauss(0, 0.02)
+            write(str({"loss": round(loss, 4), "grad_norm": round(rng.uniform(0.3, 1.5), 4),
+                       "learning_rate": 2e-05 * (1 - step / n_steps), "epoch": round(step / n_steps, 2)}))
+            line += redraw(step, n_steps, rate)  # (tqdm draws the bar again after a write)
+        if step % eval_steps == 0:
+            out.append(line)
+            line = "".join(redraw(k, eval_batches, 12.5) for k in range(eval_batches + 1))
+            write(str({"eval_loss": round(2.9 / math.sqrt(1 + step / 60), 4), "eval_runtime": 0.64,
+                       "epoch": round(step / n_steps, 2)}))
+            line += redraw(step, n_steps, rate)
+    if held:
+        out.append(line + "\r" + " " * 60 + "\r" + held[0])
+        out.extend(held[1:])
+        line = ""
+    out.append(line + "\r" + " " * 60 + "\r" + str({"train_runtime": 71.4, "train_loss": 1.2, "epoch": 1.0}))
+    return out
+
+
 def bucketed_run_lines(step_bucket: np.ndarray, levels: tuple[float, ...] = (1.0, 1.0, 1.0, 1.5, 1.5, 2.0),
                        seed: int = 4) -> list[str]:
     """DFlash lines of a run whose loss level is set by the length bucket of each step's batch

@@ -7,6 +7,8 @@ import random
 
 import pytest
 
+from losslens import read_log
+from losslens.synth import hf_stdout_lines, with_noise
 from tests.conftest import FIXTURES, reallog
 from tests.naive import assert_same_as_per_line, sprinkle
 
@@ -60,6 +62,58 @@ def test_progress_bar_in_a_later_chunk(tmp_path, chunks_of, own_steps: bool) -> 
     lines = _dicts(600, rng, own_steps)
     bars = [f" {k}%|#| {k}/100 [00:0{k % 10}<00:10,  1.00it/s]" for k in range(1, 100)]
     lines = lines[:300] + bars + lines[300:] + ["{'eval_loss': 1.0, 'epoch': 1.0}"]
+    path = tmp_path / "hf.log"
+    path.write_text("\n".join(lines) + "\n")
+    assert_same_as_per_line(path, "hf")
+
+
+@pytest.mark.parametrize("buffered", [False, True])
+@pytest.mark.parametrize("chunk", [3_000, 40_000])
+def test_trainer_stdout_with_its_bars(tmp_path, chunks_of, buffered: bool, chunk: int) -> None:
+    """A Trainer's stdout and stderr in one file (the bar redrawn with '\\r', each dict written
+    through it, evaluation bars), noise between, read in chunks that cut it anywhere: the dicts
+    read column-wise at the steps the bar gives them, the redraw-only lines skipped as progress
+    bars, the step times from the bar's rate and (buffered) the rebuilt steps as line by line."""
+    chunks_of(chunk)
+    lines = with_noise(hf_stdout_lines(600, logging_steps=5, eval_steps=100, buffered=buffered), 0.03)
+    path = tmp_path / "hf.log"
+    path.write_text("\n".join(lines) + "\n")
+    assert_same_as_per_line(path, "hf")
+    log = read_log(path, format="hf")
+    assert log.train.height == 120
+    if buffered:
+        assert any("steps rebuilt" in note for note in log.notes)
+    else:
+        assert log.train["step"].to_list() == list(range(5, 601, 5))
+        assert any("step times read from the progress bar" in note for note in log.notes)
+    assert log.lines.skipped["progress bar"] >= 6
+
+
+def test_a_second_run_after_the_first(tmp_path, chunks_of) -> None:
+    """Two runs' stdout one after the other (the bar's count starts again): the same steps as the
+    per-line parser gives, whichever chunk the second run starts in."""
+    chunks_of(5_000)
+    lines = hf_stdout_lines(300, logging_steps=5, seed=1) + hf_stdout_lines(200, logging_steps=5, seed=2)
+    path = tmp_path / "hf.log"
+    path.write_text("\n".join(lines) + "\n")
+    assert_same_as_per_line(path, "hf")
+
+
+def test_odd_lines_among_bars(tmp_path, chunks_of) -> None:
+    """Odd lines (NaNs, lists, strings, a dict after a bar's redraws that is not the line's end,
+    two dicts on a line, a count past int64) among a bar-drawn stdout."""
+    chunks_of(4_000)
+    rng = random.Random(5)
+    lines = hf_stdout_lines(400, logging_steps=4, eval_steps=80, seed=3)
+    odd = ODD + [
+        "\r 50%|#| 5/10 [00:01<00:01, 2.00it/s]{'loss': 1.5, 'epoch': 0.5}"
+        "\r 60%|#| 6/10 [00:01<00:01, 2.00it/s]",
+        "{'loss': 1.5}{'loss': 1.4}", "\r 10%|#| 99999999999999999999/10 [00:01<00:01, 2.00it/s]",
+        "\r 10%|#| 1/10 [00:01<?, ?it/s]", "UserWarning: 10%|#| 1/10 [00:01<00:01, 2.00it/s]",
+        "\r 20%|#| 2/1000000 [00:01<00:01, 0.00it/s]", "\r 20%|#| 3/1000000 [00:01<00:01, 3.00s/it]",
+        "\r 30%|#| 4/1000000 [junk [00:01<00:01, 2.50it/s]",  # (the rate after a second '[')
+    ]
+    sprinkle(lines, odd, 60, rng)
     path = tmp_path / "hf.log"
     path.write_text("\n".join(lines) + "\n")
     assert_same_as_per_line(path, "hf")

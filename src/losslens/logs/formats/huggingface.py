@@ -24,7 +24,7 @@ from losslens.logs.formats.jsonl import account_document, array_items, read_obje
 from losslens.logs.mappings import BARE_NONFINITE, SUMMARY_KEYS, emit_mapping, load_json, no_surrogates
 from losslens.logs.names import canonical, is_training_metric
 from losslens.logs.sink import Accounting, Sink
-from losslens.logs.tqdm import rate_of, step_times
+from losslens.logs.tqdm import RATE, rate_of, step_times
 
 # --- trainer_state.json ----------------------------------------------------------------------
 STEP_LINE = re.compile(r'^\s*"step":\s*(\d+)')
@@ -166,16 +166,55 @@ class _HFParser(RegexLineParser):
         self.train: list[dict[str, Any]] = []
         self.evals: list[dict[str, Any]] = []
         self.own_steps = False
-        self.stepless = False  # dicts read column-wise (jsonl_columns.hf_rows) with no step
+        self.stepless = False  # dicts read column-wise (hf_rows) with no step
+        # the redraws of lines hf_rows read (line, count, total, rate or NaN), taken in line order
+        self._elsewhere = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+        self._passed = 0
+
+    def read_elsewhere(self, lines: np.ndarray, events: pl.DataFrame) -> None:
+        """The bar redraws of lines ``hf_rows`` read (``lines``, ascending, after every line fed
+        so far; ``events``: each one's count, total and rate), taken in line order with the lines
+        fed here."""
+        new = (lines, events["n"].to_numpy(), events["total"].to_numpy(),
+               events["rate"].fill_null(np.nan).to_numpy())
+        self._elsewhere = tuple(np.concatenate([old[self._passed:], add])  # type: ignore[assignment]
+                                for old, add in zip(self._elsewhere, new, strict=True))
+        self._passed = 0
+
+    def catch_up(self, lineno: float = float("inf")) -> None:
+        """Take the redraws read elsewhere from lines before ``lineno`` (all by default), as
+        ``_redraw`` takes each in turn."""
+        lines, ns, totals, rates = self._elsewhere
+        start = self._passed
+        end = int(np.searchsorted(lines, lineno, side="left"))
+        self._passed = end
+        if end - start < 16:
+            for n, total, rate in zip(ns[start:end].tolist(), totals[start:end].tolist(),
+                                      rates[start:end].tolist(), strict=True):
+                self._redraw(n, total, None if rate != rate else rate)
+            return
+        ns, totals, rates = ns[start:end], totals[start:end], rates[start:end]
+        for total in dict.fromkeys(totals.tolist()):
+            mine = totals == total
+            counts, values = ns[mine], rates[mine]
+            state = self.bars.setdefault(int(total), [0, 0])
+            state[0] += len(counts)
+            state[1] = int(counts[-1])
+            rated = ~np.isnan(values)
+            if rated.any():
+                self.rates.setdefault(int(total), []).extend(
+                    zip(counts[rated].tolist(), values[rated].tolist(), strict=True))
 
     def _track_bar(self, text: str) -> None:
         for m in TQDM.finditer(text):
-            n, total = whole(m.group(1)), whole(m.group(2))
-            state = self.bars.setdefault(total, [0, 0])
-            state[0] += 1
-            state[1] = n
-            if (rate := rate_of(m.group(0))) is not None:
-                self.rates.setdefault(total, []).append((n, rate))
+            self._redraw(whole(m.group(1)), whole(m.group(2)), rate_of(m.group(0)))
+
+    def _redraw(self, n: int, total: int, rate: float | None) -> None:
+        state = self.bars.setdefault(total, [0, 0])
+        state[0] += 1
+        state[1] = n
+        if rate is not None:
+            self.rates.setdefault(total, []).append((n, rate))
 
     @property
     def bar_step(self) -> int | None:
@@ -185,6 +224,8 @@ class _HFParser(RegexLineParser):
         return self.bars[max(self.bars)][1]
 
     def feed(self, lineno: int, line: str) -> str | None:
+        if self._passed < len(self._elsewhere[0]):
+            self.catch_up(lineno)
         matches = list(PYDICT.finditer(line))
         if not matches:
             self._track_bar(line)
@@ -211,43 +252,86 @@ class _HFParser(RegexLineParser):
         return reason
 
     def finish(self) -> None:
-        self._rebuild_steps()
-        self._time_steps()
+        self.catch_up()
+        records = _TrainRecords(self.sink.frames, self.train)
+        self._rebuild_steps(records)
+        self._time_steps(records)
 
-    def _time_steps(self) -> None:
+    def _time_steps(self, records: _TrainRecords) -> None:
         """Each training record's mean seconds per step since the one before, from the training
         bar's redraws (``logs.tqdm``), where the records carry no time of their own."""
-        steps = [r["step"] for r in self.train]
-        if not self.rates or not steps or None in steps \
-                or any(b <= a for a, b in zip(steps, steps[1:], strict=False)) \
-                or any(k in r for r in self.train for k in ("step_time_s", "step_time_ms")):
+        steps = records.steps()
+        if not self.rates or steps.is_empty() or steps.null_count() or not _rising(steps) \
+                or records.hold("step_time_s", "step_time_ms"):
             return
-        times = step_times(self.rates[max(self.rates)], steps)
-        if sum(t is not None for t in times) < 10:
+        times = step_times(self.rates[max(self.rates)], steps.to_numpy())
+        if np.count_nonzero(~np.isnan(times)) < 10:
             return
-        for rec, t in zip(self.train, times, strict=True):
-            if t is not None:
-                rec["step_time_s"] = t
+        records.set(pl.Series("step_time_s", times).fill_nan(None))
         self.sink.notes.append("step times read from the progress bar's redraws (tqdm's rate)")
 
-    def _rebuild_steps(self) -> None:
-        steps = [r["step"] for r in self.train]
-        if self.own_steps or self.stepless or None in steps or \
-                all(b > a for a, b in zip(steps, steps[1:], strict=False)):
+    def _rebuild_steps(self, records: _TrainRecords) -> None:
+        steps = records.steps()
+        if self.own_steps or self.stepless or steps.null_count() or _rising(steps):
             return  # (steps the dicts print themselves are kept: a step going back is a restart)
         # buffered output: records logged every `interval` steps, the last near the bar's end
-        last = max(max(s for s in steps if s is not None), self.bar_step or 0)
+        last = max(int(steps.max()), self.bar_step or 0)  # type: ignore[arg-type]
         interval = max(1, round(last / len(steps)))
-        for k, rec in enumerate(self.train, 1):
-            rec["step"] = k * interval
+        records.set(pl.Series("step", np.arange(1, len(steps) + 1, dtype=np.int64) * interval))
         self.sink.notes.append(f"several records after one progress bar (stdout buffered apart from "
                                f"the bar's stderr): steps rebuilt as every {interval} steps")
-        by_line = sorted((r["line"], r["step"]) for r in self.train)
-        lines = [ln for ln, _ in by_line]
+        lines, rebuilt = records.lines(), records.steps().to_list()
         for ev in self.evals:  # the step of the last train record at or before the eval's line
             k = bisect.bisect_right(lines, ev["line"])
-            ev["step"] = by_line[k - 1][1] if k else 0
+            ev["step"] = rebuilt[k - 1] if k else 0
 
+
+def _rising(steps: pl.Series) -> bool:
+    """Whether each step is past the one before."""
+    return bool((steps.diff().drop_nulls() > 0).all())
+
+
+class _TrainRecords:
+    """The training records of a log read both ways, in line order: the rows ``hf_rows`` read
+    (``frames``) and the dicts the parser made (``dicts``, in the order it made them)."""
+
+    def __init__(self, frames: list[pl.DataFrame], dicts: list[dict[str, Any]]) -> None:
+        self.frames, self.dicts = frames, dicts
+        if not frames:
+            self.order = np.arange(len(dicts))
+            return
+        lines = np.concatenate([f["line"].to_numpy() for f in frames] + [np.array([r["line"] for r in dicts],
+                                                                                 dtype=np.int64)])
+        self.order = np.argsort(lines, kind="stable")  # (the dicts' own order on a line of several)
+        self._lines = lines
+
+    def lines(self) -> list[int]:
+        if not self.frames:
+            return [r["line"] for r in self.dicts]
+        return self._lines[self.order].tolist()
+
+    def steps(self) -> pl.Series:
+        dicts = pl.Series("step", [r["step"] for r in self.dicts], dtype=pl.Int64)
+        if not self.frames:
+            return dicts
+        return pl.concat([f["step"].cast(pl.Int64) for f in self.frames] + [dicts]).gather(self.order)
+
+    def hold(self, *names: str) -> bool:
+        """Whether any record holds one of ``names``."""
+        return any(k in f.columns for f in self.frames for k in names) or \
+            any(k in r for r in self.dicts for k in names)
+
+    def set(self, values: pl.Series) -> None:
+        """Each record's value of the column ``values`` is named after (in line order; null: left
+        out)."""
+        placed = values.scatter(self.order, values)
+        at = 0
+        for k, f in enumerate(self.frames):
+            self.frames[k] = f.with_columns(placed.slice(at, f.height))
+            at += f.height
+        for rec, v in zip(self.dicts, placed.slice(at).to_list(), strict=True):
+            if v is not None:
+                rec[values.name] = v
 
 
 # a dict Python printed that JSON reads the same once its quotes are swapped: string keys, values
@@ -270,30 +354,119 @@ HF_SUMMARY = "|".join(f"'{k}'" for k in SUMMARY_KEYS)
 BAR = r"\d+/\d+ \[[^\]]*?(?:it/s|s/it)\]"  # huggingface.TQDM
 
 
+# the per-line parser's reason for a line with no dict (its last redraw's, ``classify_noise``),
+# column-wise: a progress bar where the two rules before that one do not claim the line first
+_NOT_BAR = [pattern.pattern for pattern, _ in COMMON_NOISE[:2]]
+assert COMMON_NOISE[2][1] == "progress bar"
+_PROGRESS = r"\d+%\|.*\|\s*\d+/\d+"  # COMMON_NOISE's, without the guards the regex crate lacks
+_COUNT = r"^(\d+)/(\d+)"  # a bar match's count and total
+_RATE = RATE.pattern  # (tqdm.rate_of)
+# a redraw as BAR matches it: its count, total, and the rate that follows its first '['
+_REDRAW = (r"^(?<n>\d+)/(?<total>\d+) (?:"
+           + _RATE.replace(r"(\d{1,12}", r"(?<rate>\d{1,12}", 1)
+           .replace("(it/s|s/it)", "(?<unit>it/s|s/it)", 1) + ")?")
+_AFTER_REDRAWS = "^[^{}]*" + HF_FLAT.removeprefix("^")  # one dict ending the line, no brace before it
+
+
 def hf_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: Any) -> pl.Series:
-    """The Trainer's printed dicts read column-wise while no progress bar has been seen (a bar's
-    count is the step of the dicts after it: from the first bar on, the per-line parser reads);
-    the parser learns whether the dicts carried their own steps (see ``_HFParser.finish``)."""
+    """The Trainer's printed dicts read column-wise, each at the step the per-line parser gives it
+    (its own, or the training bar's count when it was printed: see ``_bar_steps``), and the lines
+    that only redraw a bar skipped as the parser skips them; the bars' redraws of the lines read
+    here are handed to the parser, which takes them in line order with the lines it reads
+    (``_HFParser.read_elsewhere``). The parser learns whether the dicts carried steps of their
+    own (see ``_HFParser.finish``)."""
     read = np.zeros(text.len(), dtype=bool)
-    if parser.bars:
-        return pl.Series(read)
+    parser.catch_up()
     line = pl.col("text")
-    body = line.str.replace_all("'", '"', literal=True)
+    cut = line.str.splitn("{'", 2)  # (the text before a line's first dict, and from it on)
+    before, dict_text = cut.struct.field("field_0"), "{'" + cut.struct.field("field_1")
+    no_dict = cut.struct.field("field_1").is_null()
+    body = dict_text.str.replace_all("'", '"', literal=True)
+    # a line whose one dict ends it, after redraws: the parser takes the redraws, then the dict
+    flat = (line.str.contains(_AFTER_REDRAWS) & ~line.str.contains(HF_SUMMARY)).fill_null(False)
     parts = pl.LazyFrame({"text": text}).select(  # (one query: polars' cost is per query)
-        line.str.contains(BAR).any().alias("bar"),
-        (line.str.contains(HF_FLAT) & ~line.str.contains(HF_SUMMARY)).fill_null(False).alias("flat"),
-        body.alias("body"), body.str.count_matches('": ', literal=True).alias("keys"),  # (flat: leaves)
+        flat.alias("flat"), body.alias("body"), body.str.count_matches('": ', literal=True).alias("keys"),
+        no_dict.alias("no_dict"),
+        # the lines that may redraw a bar (a dict line mostly does not)
+        (no_dict | line.str.contains("it/s", literal=True) | line.str.contains("s/it", literal=True))
+        .fill_null(False).alias("bars"),
     ).collect(engine=ENGINE)
-    if parts["bar"].any():
-        return pl.Series(read)
-    flat = parts["flat"]
-    if flat.any():
-        done, steps = read_objects(parts["body"].filter(flat), lineno.filter(flat), sink,
-                                   parts["keys"].filter(flat), evals=False)
-        read[flat.arg_true().to_numpy()] = done
-        parser.own_steps |= bool(steps.is_not_null().any())
+    maybe = parts["bars"].arg_true()
+    head = pl.when(pl.col("flat")).then(before).otherwise(line)  # (the redraws before a dict)
+    bars = pl.LazyFrame({"text": text.gather(maybe), "flat": parts["flat"].gather(maybe)}).select(
+        head.str.extract_all(BAR).alias("bars")).collect(engine=ENGINE)
+    # the lines with no dict that only redraw a bar (the parser's reason for them: 'progress bar')
+    plain = parts["no_dict"].arg_true()
+    last = line.str.extract(r"([^\r]*)$", 1)
+    progress = plain.filter(pl.LazyFrame({"text": text.gather(plain)}).select(
+        (~pl.any_horizontal([last.str.contains(p) for p in _NOT_BAR]) & last.str.contains(_PROGRESS))
+        .fill_null(False)).collect(engine=ENGINE).to_series()).to_numpy()
+    events = _events(bars["bars"], maybe.to_numpy())
+    if events is None:
+        return pl.Series(read)  # (a count past int64: the parser's)
+    is_flat = parts["flat"]
+    rows = is_flat.arg_true().to_numpy()
+    if len(rows):
+        given = _bar_steps(events, rows, parser)
+        n_idle = len(sink.idle_lines)
+        done, steps, own = read_objects(parts["body"].filter(is_flat), lineno.filter(is_flat), sink,
+                                        parts["keys"].filter(is_flat), evals=False, given=given)
+        read[rows] = done
+        own_lines = lineno.filter(is_flat).to_numpy()[own]
+        parser.own_steps |= bool(len(np.setdiff1d(own_lines, sink.idle_lines[n_idle:])))
         parser.stepless |= bool(steps.is_null().any())
+    if len(progress):
+        read[progress] = True
+        sink.passed_lines.append(("progress bar", lineno.to_numpy()[progress]))
+    # the redraws of the lines read here, for the parser (it reads the others' itself)
+    at_row = events["row"].to_numpy()
+    mine = read[at_row]
+    if mine.any():
+        parser.read_elsewhere(lineno.to_numpy()[at_row[mine]], events.filter(pl.Series(mine)))
     return pl.Series(read)
+
+
+def _events(bars: pl.Series, rows: np.ndarray) -> pl.DataFrame | None:
+    """Each bar redraw of a chunk's lines in order (``bars``: each line's, on ``rows``): its row,
+    count, total and rate (None where a count does not fit int64)."""
+    found = pl.DataFrame({"row": rows.astype(np.int64), "bar": bars}).explode("bar").drop_nulls("bar")
+    bar = pl.col("bar")
+    # a redraw's rate follows its first '[' (``tqdm.RATE`` searched in the redraw, where it has one)
+    parts = bar.str.extract_groups(_REDRAW)
+    events = found.select(
+        "row", parts.struct.field("n").cast(pl.Int64, strict=False).alias("n"),
+        parts.struct.field("total").cast(pl.Int64, strict=False).alias("total"),
+        parts.struct.field("rate").alias("value"), parts.struct.field("unit").alias("unit"),
+        (bar.str.count_matches("[", literal=True) > 1).alias("more"))
+    if events["n"].null_count() or events["total"].null_count():
+        return None
+    if events["more"].any():  # (a '[' inside the times: the rate searched for as the parser does)
+        again = found.filter(events["more"]).select(bar.str.extract_groups(_RATE)).to_series()
+        more = events["more"].arg_true()
+        events = events.with_columns(events["value"].scatter(more, again.struct.field("1")),
+                                     events["unit"].scatter(more, again.struct.field("2")))
+    value = pl.col("value").cast(pl.Float64, strict=False)
+    return events.select("row", "n", "total", pl.when(value <= 0).then(None).when(pl.col("unit") == "it/s")
+                         .then(value).otherwise(1.0 / value).alias("rate"))
+
+
+def _bar_steps(events: pl.DataFrame, rows: np.ndarray, parser: Any) -> pl.Series:
+    """The step the per-line parser gives a dict on each of ``rows`` where the dict names none:
+    the training bar's count after every redraw before it (the training bar: the one with the
+    largest total seen so far, as ``_HFParser.bar_step``)."""
+    total = events["total"].to_numpy()
+    n = events["n"].to_numpy()
+    before = max(parser.bars) if parser.bars else -1
+    largest = np.maximum.accumulate(np.concatenate(([before], total)))[1:]
+    count = np.where(total == largest, n, -1)  # (counts are never negative: a bar's digits)
+    start = parser.bars[before][1] if parser.bars else -1
+    # the last training-bar count at or before each redraw, forward-filled
+    where = np.where(count >= 0, np.arange(len(count)), -1)
+    np.maximum.accumulate(where, out=where)
+    filled = np.where(where >= 0, count[np.maximum(where, 0)], start)
+    k = np.searchsorted(events["row"].to_numpy(), rows, side="right") - 1
+    steps = np.where(k >= 0, filled[np.maximum(k, 0)] if len(filled) else start, start)
+    return pl.Series("step", steps, dtype=pl.Int64).replace(-1, None)
 
 
 class HFStdout(Format):

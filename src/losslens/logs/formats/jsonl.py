@@ -119,19 +119,21 @@ def _objects(body: pl.Series, keys: pl.Series) -> tuple[pl.DataFrame, pl.Series]
     return (df, _present(df)) if df.height == len(body) else None
 
 
-def read_objects(body: pl.Series, lineno: pl.Series, sink: Sink, names: pl.Series, evals: bool = True
-                 ) -> tuple[np.ndarray, pl.Series]:
+def read_objects(body: pl.Series, lineno: pl.Series, sink: Sink, names: pl.Series, evals: bool = True,
+                 given: pl.Series | None = None) -> tuple[np.ndarray, pl.Series, np.ndarray]:
     """JSON object lines (``body``) read column-wise into ``sink`` as ``emit_mapping`` reads each;
-    the rows read, and the steps of the train records made. ``names``: how many '"name":' each
-    line holds, nested ones too; a row holding fewer values (a key named twice: polars keeps the
-    first value, Python the last; a null) is left to the per-line parser. Without ``evals``, rows
-    holding an eval metric are left to it too."""
+    the rows read, the steps of the train records made, and the rows whose object names a step
+    of its own other than ``given`` (each row's step where its object names none, as
+    ``emit_mapping``'s ``step``). ``names``: how many '"name":' each line holds, nested ones
+    too; a row holding fewer values (a key named twice: polars keeps the first value, Python
+    the last; a null) is left to the per-line parser. Without ``evals``, rows holding an eval
+    metric are left to it too."""
     read = np.zeros(len(body), dtype=bool)
     nothing = pl.Series("step", [], dtype=pl.Int64)
     names = names.cast(pl.Int64)
     read_in = _objects(body, names) if len(body) else None
     if read_in is None:
-        return read, nothing
+        return read, nothing, read.copy()
     df, present = read_in
     unread: list[pl.Series] = [present != names]
     keys, raws = _leaves(df)
@@ -149,14 +151,18 @@ def read_objects(body: pl.Series, lineno: pl.Series, sink: Sink, names: pl.Serie
         kept_keys.append(key)
         kept.append(raw)
     if len(df.columns) > MAX_KEYS or len(kept) > MAX_KEYS:
-        return read, nothing
+        return read, nothing, read.copy()
     step, cols, more = metric_columns(sink, kept_keys, kept, ordered=False, exact=True)
     if not evals:
         more += [v.is_not_null() for k, v in cols.items() if is_eval(k)]
     bad = any_of(unread + more, df.height)
+    own = read.copy()
+    if given is not None:
+        own = (step.is_not_null() & (given.is_null() | (step != given))).fill_null(False).to_numpy()
+        step = step.fill_null(given)
     steps = add_rows(sink, {"step": step, "line": lineno}, cols, bad)
     read[:] = (~bad).to_numpy()
-    return read, steps
+    return read, steps, own & read
 
 
 def jsonl_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = None) -> pl.Series:
