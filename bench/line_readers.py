@@ -318,7 +318,7 @@ def _skeleton_read(name: str) -> bool:
     from losslens.logs.registry import BY_NAME
 
     fmt = BY_NAME.get(name.split("-")[0] if name.startswith("kv") else name)
-    return fmt is not None and (fmt.line_records or fmt.name == "kv")
+    return fmt is not None and (fmt.one_line_records or fmt.name == "kv")
 
 
 if __name__ == "__main__":

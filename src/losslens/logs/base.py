@@ -165,6 +165,17 @@ class Format:
     # each record is one line and the parser keeps nothing from one line for the next: a large
     # file may be read by the skeleton reader (``skeleton.py``, with the ``fast`` extra)
     line_records: bool = False
+    # a parser that keeps state across lines (records over several lines), where some lines are
+    # records of their own: whether a line is one, which the parser reads alone once the line
+    # before it was one too and which leaves it only its step (the parser's ``read_elsewhere``
+    # takes the lines and steps of those read for it). A large file may then be read by the
+    # skeleton reader too.
+    single_line: Callable[[str], bool] | None = None
+
+    @property
+    def one_line_records(self) -> bool:
+        """Whether the skeleton reader may read this format's large files."""
+        return self.line_records or self.single_line is not None
 
     def chunk_reader(self, size: int | None = None) -> Callable[..., None] | None:
         """A fresh column-wise reader of this format's chunks that keeps what it learns from one

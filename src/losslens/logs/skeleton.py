@@ -106,7 +106,7 @@ class Scan:
 def skeleton_reader(fmt: Format, size: int | None) -> Callable[..., None] | None:
     """The skeleton reader of ``fmt``'s chunks where it reads one-line records and the file is
     read with the ``fast`` extra (``fast.wanted``); None otherwise."""
-    if not fmt.line_records or fmt.rows is None or not wanted(size, KERNELS):
+    if not fmt.one_line_records or fmt.rows is None or not wanted(size, KERNELS):
         return None
     return SkeletonReader(fmt, fmt.rows)
 
@@ -241,7 +241,10 @@ def _learn(fmt: Format, s: Scan, rows: np.ndarray, first: int, stamps: Callable[
     anything but make the same records from each, or a value follows from no rule."""
     pick = rows[_spread(len(rows), SAMPLES)]
     lines = [first + int(r) for r in pick]
-    outs = [_probe(fmt, ln, s.text(int(r))) for ln, r in zip(lines, pick, strict=True)]
+    texts = [s.text(int(r)) for r in pick]
+    if fmt.single_line is not None and not all(map(fmt.single_line, texts)):
+        return None  # (a stateful parser's lines: only those it reads alone)
+    outs = [_probe(fmt, ln, text) for ln, text in zip(lines, texts, strict=True)]
     if any(o is None for o in outs):
         return None
     reasons = {o[0] for o in outs if o is not None}
@@ -338,6 +341,23 @@ def _read(t: Template, s: Scan, rows: np.ndarray, stamps: Callable[..., Any],
         out.ok &= ok
         out.columns[where] = v
     return out
+
+
+def _in_runs(read: list[tuple[Any, Template, _Read]], s: Scan) -> int:
+    """For a parser with state (``Format.single_line``): a record line is read here only where
+    the line before it (blank lines aside, in this chunk) is one too; the first of a run is the
+    parser's, which closes any record it was assembling there. Returns how many were left so."""
+    single = np.zeros(len(s.starts), dtype=np.bool_)
+    for _, t, got in read:
+        if t.skip is None:
+            single[got.rows[got.ok]] = True
+    filled = np.flatnonzero(~s.blank)
+    follows = np.zeros(len(s.starts), dtype=np.bool_)
+    follows[filled[1:]] = single[filled[:-1]]
+    for _, t, got in read:
+        if t.skip is None:
+            got.ok &= follows[got.rows]
+    return int(single.sum()) - sum(int(got.ok.sum()) for _, t, got in read if t.skip is None)
 
 
 def _agreed(got: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
@@ -444,11 +464,23 @@ class SkeletonReader:
             return scanned(data)
 
         s = cut() if strip else scanned(chunk)
-        n = len(s.starts)
         # a few lines behind a rank prefix stay as they are: their skeletons are their own, and
         # the probe reads a line as the parser does (its rank cut and tagged); many are cut first
-        if not strip and int(s.ranked.sum()) > n // FEW_RANKED:
+        if not strip and int(s.ranked.sum()) > len(s.starts) // FEW_RANKED:
             s = cut()
+        return self._take(s, original, first, sink, acc, parser, strip)
+
+    def _take(self, s: Scan, original: Sequence[str | None] | None, first: int, sink: Sink,
+              acc: Accounting, parser: LineParser, strip: bool) -> bool:
+        """The scanned chunk ``s`` read (``original``: its lines as filed, where the scan's were
+        cut); False where too many of its lines are left for the parser: nothing taken."""
+        k = self.kernels
+        assert k is not None
+        n = len(s.starts)
+        if original is not None:  # a line blank once its prefix is cut is the parser's ('[rank1]: ')
+            for r in np.flatnonzero(s.blank).tolist():
+                if (original[r] or "").strip():
+                    s.blank[r] = False
         where = np.flatnonzero(s.usable & ~s.blank)
         hashes = s.hashes[where]
         order = np.argsort(hashes, kind="stable")  # each skeleton's rows together, in line order
@@ -475,6 +507,9 @@ class SkeletonReader:
                 group[2].append(rows)
         read = [(hs, t, _read(t, s, np.sort(np.concatenate(rows)) if len(rows) > 1 else rows[0],
                               k.stamps, probe)) for t, hs, rows in alike.values()]
+        # (a parser with state reads the first line of each run of records: as many lines as the
+        # polars path gives it, no reason to hand it the chunk)
+        run_starts = _in_runs(read, s) if self.fmt.single_line is not None else 0
         taken = np.zeros(n, dtype=np.bool_)
         skipped: dict[str, list[np.ndarray]] = {}  # the rows the parser skips, by its reason
         made: list[tuple[int, Template, list[tuple[str, pl.DataFrame]]]] = []  # (its first row, …)
@@ -499,7 +534,7 @@ class SkeletonReader:
             for rows in row_sets:
                 passed[rows] = True
         left = np.flatnonzero(~passed & ~s.blank)
-        if len(left) > max(FEW_RANKED, n // 16):
+        if len(left) - run_starts > max(FEW_RANKED, n // 16):
             sink.tags = None
             return False
         parts: dict[str, list[pl.DataFrame]] = {"train": [], "eval": []}
@@ -526,6 +561,11 @@ class SkeletonReader:
         # are set where its first row stands among the lines the parser reads (the first line's)
         named = sorted(((r, t.names, [k for _, keys in t.records for k in keys if k not in META])
                         for r, t, _ in made), key=lambda x: x[0])
+        if self.fmt.single_line is not None:  # (the records read here, for a parser with state)
+            stepped = [frames[0][1].select("line", "step") for _, _, frames in made if frames]
+            both = pl.concat(stepped).sort("line") if stepped else None
+            if both is not None and both.height:
+                parser.read_elsewhere(both["line"].to_list(), both["step"].to_list(), [])  # type: ignore[attr-defined]
         self._per_line(left, firsts, named, s, first, original, sink, acc, parser, strip)
         # the chunk's records as one frame in line order, those the parser made among them (a
         # log's frames in line order are joined without a sort, which copies every column)

@@ -204,7 +204,7 @@ class LineStream:
         self.parser = fmt.parser_for(self.sink, first_line)
         rows = fmt.rows
         self.chunks = fmt.chunk_reader(self.size)
-        if self.chunks is None and fmt.line_records and large(self.size):
+        if self.chunks is None and fmt.one_line_records and large(self.size):
             from losslens.logs.skeleton import skeleton_reader  # (only for a large file)
 
             self.chunks = skeleton_reader(fmt, self.size)

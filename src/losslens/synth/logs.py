@@ -184,6 +184,27 @@ def olmo_lines(n: int = 30, seed: int = 0) -> list[str]:
     return out
 
 
+def colon_lines(n: int = 300, seed: int = 0, epoch_steps: int = 250, eval_every: int = 50) -> list[str]:
+    """A custom trainer's console through Python logging: 'Step N/T | loss: X | lr: Y | grad norm:
+    Z | tokens/s: 31,042' a step, an 'Epoch k/E' head line at each epoch's start, and every
+    ``eval_every`` steps a 'Validation - Loss: X, Accuracy: Y' line (taken at the last step)."""
+    rng = random.Random(seed)
+    t0 = datetime(2025, 3, 2, 10, 0, 0)
+    epochs = max(1, -(-n // epoch_steps))
+    out = []
+    for i in range(1, n + 1):
+        when = f"{t0 + timedelta(seconds=0.37 * i):%Y-%m-%d %H:%M:%S},{i % 1000:03d}"
+        if (i - 1) % epoch_steps == 0:
+            out.append(f"{when} - INFO - Epoch {(i - 1) // epoch_steps + 1}/{epochs}")
+        loss = 3.0 / math.sqrt(1 + i / 80) + rng.gauss(0, 0.02)
+        out.append(f"{when} - INFO - Step {i}/{n} | loss: {loss:.4f} | lr: {3e-4 * (1 - i / (n + 1)):.2e} | "
+                   f"grad norm: {rng.uniform(0.4, 1.6):.3f} | tokens/s: {rng.randint(28000, 34000):,}")
+        if i % eval_every == 0:
+            out.append(f"{when} - INFO - Validation - Loss: {loss + 0.1:.4f}, "
+                       f"Accuracy: {0.4 + i / (3 * n):.4f}")
+    return out
+
+
 def hf_stdout_lines(n_steps: int = 300, logging_steps: int = 10, eval_steps: int = 100, eval_batches: int = 8,
                     seed: int = 0, buffered: bool = False) -> list[str]:
     """What a Hugging Face Trainer's stdout and stderr give in one file (``python train.py > out.log

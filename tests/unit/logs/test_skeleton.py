@@ -22,12 +22,14 @@ from losslens.logs.registry import BY_NAME  # noqa: E402
 from losslens.logs.sink import Sink  # noqa: E402
 from losslens.synth import with_noise  # noqa: E402
 from losslens.synth.logs import (  # noqa: E402
+    colon_lines,
     fairseq_lines,
     jsonl_lines,
     megatron_lines,
     nanogpt_lines,
     torchtitan_lines,
 )
+from tests.conftest import FIXTURES  # noqa: E402
 from tests.naive import assert_same_as_per_line  # noqa: E402
 
 
@@ -60,6 +62,7 @@ FORMATS = {
     "torchtitan": lambda: torchtitan_lines(2000),
     "nanogpt": lambda: nanogpt_lines(6000, every=3, eval_every=300),
     "jsonl": lambda: jsonl_lines(3000) + ['{"step": 3001, "loss/0": 1.5, "nested": {"lr": 1e-4}}'] * 20,
+    "colon": lambda: colon_lines(3000, epoch_steps=700, eval_every=45),
 }
 
 
@@ -169,7 +172,8 @@ def test_off_without_the_setting_or_below_the_size(monkeypatch) -> None:
     monkeypatch.delenv("LOSSLENS_FAST")
     assert skeleton.skeleton_reader(BY_NAME["megatron"], 1 << 20) is None
     assert skeleton.skeleton_reader(BY_NAME["megatron"], 1 << 30) is not None
-    assert skeleton.skeleton_reader(BY_NAME["colon"], 1 << 30) is None  # its parser keeps state
+    assert skeleton.skeleton_reader(BY_NAME["olmo"], 1 << 30) is None  # records over several lines
+    assert skeleton.skeleton_reader(BY_NAME["colon"], 1 << 30) is not None  # (its one-line records)
 
 
 def _scan(lines: list[str]):
@@ -215,3 +219,40 @@ def test_stamps_read_as_the_per_line_parser_reads_them() -> None:
     assert [int(m) for m in micros[:2]] == [
         (datetime(2024, 2, 29, 10, 0, 0, 500000) - epoch) // skeleton._US,
         (datetime(2024, 5, 31, 15, 45, 19, 123456) - epoch) // skeleton._US]
+
+
+COLON_FIXTURES = ["custom_colon.log", "keras_stdout.log", "timm_train.log", "metric_logger.log",
+                  "progress_meter.log", "composer_console.log", "mmengine.log", "torchtune_bar.log"]
+
+
+@pytest.mark.parametrize("chunk", [700, 5_000])
+def test_a_parser_with_state_reads_the_first_of_each_run(tmp_path, compiled_reader, chunks_of,
+                                                          chunk) -> None:
+    """The 'key: value' parser keeps records open over several lines (an 'Epoch k/E' head, an
+    evaluation's lines at the last step): the reader takes only a record line whose line before
+    is one too, and tells the parser each step it read. Its own lines with a real run's noise,
+    every colon fixture's lines among them, in chunks that cut anywhere: as line by line."""
+    chunks_of(chunk)
+    lines = with_noise(colon_lines(2500, epoch_steps=300, eval_every=40, seed=2), 0.02, seed=4)
+    at = 0
+    for name in COLON_FIXTURES:  # (each fixture's lines as a block between the generated ones)
+        at += len(lines) // (len(COLON_FIXTURES) + 1)
+        lines[at:at] = (FIXTURES / name).read_text().splitlines()
+    path = _write(tmp_path, lines)
+    assert_same_as_per_line(path, "colon")
+    assert compiled_reader["read"] > 3, compiled_reader
+    evals = read_log(path, format="colon").eval
+    assert evals.filter(pl.col("eval_acc").is_not_null())["step"].to_list()[:3] == [40, 80, 120]
+
+
+def test_a_line_blank_only_once_its_rank_is_cut_is_the_parser_s(tmp_path, compiled_reader) -> None:
+    """'[rank1]: ' with nothing after it is no blank line (the parser reads and skips it), though
+    the cut chunk the kernel scans holds an empty line there."""
+    lines = megatron_lines(1500, rank_prefix="[rank0]:")
+    for at in range(100, 1500, 150):
+        lines.insert(at, f"[rank{at % 4}]: ")
+    path = _write(tmp_path, lines)
+    assert_same_as_per_line(path, "megatron")
+    log = read_log(path, format="megatron")
+    assert log.lines.blank == 0 and sum(log.lines.skipped.values()) == 10
+    assert compiled_reader["handed"] == 0

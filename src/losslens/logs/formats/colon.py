@@ -661,6 +661,7 @@ class Colon(Format):
                "0.9312 - val_loss: 0.1789 - val_accuracy: 0.9467")
 
     rows = staticmethod(colon_rows)  # column-wise for large files
+    single_line = staticmethod(lambda line: shape(line) is not None)  # (the skeleton reader's)
 
     def sniff(self, lines: list[str]) -> int:
         return sum(1 for x in lines if _is_colon_record(x))
