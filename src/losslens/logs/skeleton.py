@@ -98,6 +98,7 @@ class Scan:
     usable: np.ndarray
     blank: np.ndarray
     ranked: np.ndarray
+    strip: bool = False  # lines behind a capture's prefixes, which the probe cuts as the parser does
 
     def text(self, r: int) -> str:
         return self.buf[self.starts[r]:self.ends[r]].tobytes().decode("utf-8", "replace")
@@ -111,13 +112,14 @@ def skeleton_reader(fmt: Format, size: int | None) -> Callable[..., None] | None
     return SkeletonReader(fmt, fmt.rows)
 
 
-def _probe(fmt: Format, lineno: int, line: str) -> tuple[str | None, list[tuple[str, dict[str, Any]]],
-                                                          dict[str, str]] | None:
-    """What a fresh parser of ``fmt`` makes of one line: its skip reason, its records (train first,
-    then eval) and the names it learned; None where it did more than emit records."""
+def _probe(fmt: Format, lineno: int, line: str, strip: bool = False
+           ) -> tuple[str | None, list[tuple[str, dict[str, Any]]], dict[str, str]] | None:
+    """What a fresh parser of ``fmt`` makes of one line (``strip``: its capture prefix cut first,
+    see ``base.feed_ranked``): its skip reason, its records (train first, then eval) and the
+    names it learned; None where it did more than emit records."""
     sink = Sink()
     parser = fmt.parser(sink)
-    reason = feed_ranked(parser, sink, lineno, line)
+    reason = feed_ranked(parser, sink, lineno, line, strip)
     parser.finish()
     if sink.frames or sink.eval_frames or sink.notes or sink.lost or sink.mixed or sink.idle_lines:
         return None
@@ -244,7 +246,7 @@ def _learn(fmt: Format, s: Scan, rows: np.ndarray, first: int, stamps: Callable[
     texts = [s.text(int(r)) for r in pick]
     if fmt.single_line is not None and not all(map(fmt.single_line, texts)):
         return None  # (a stateful parser's lines: only those it reads alone)
-    outs = [_probe(fmt, ln, text) for ln, text in zip(lines, texts, strict=True)]
+    outs = [_probe(fmt, ln, text, s.strip) for ln, text in zip(lines, texts, strict=True)]
     if any(o is None for o in outs):
         return None
     reasons = {o[0] for o in outs if o is not None}
@@ -437,6 +439,7 @@ class SkeletonReader:
         self.rows = rows
         self.templates: dict[int, Template | None] = {}
         self.kernels = compiled(KERNELS)
+        self.uncut: bool | None = None  # whether chunks behind capture prefixes are read as filed
 
     def __call__(self, chunk: bytes, first: int, sink: Sink, acc: Accounting, parser: LineParser,
                  strip: bool) -> None:
@@ -463,6 +466,15 @@ class SkeletonReader:
             original = None if as_filed is None else as_filed.to_list()
             return scanned(data)
 
+        if strip and self.uncut is not False:
+            # the lines as filed, their capture prefixes part of their skeletons: the probe cuts
+            # them as the parser does (their time kept on the records), and the chunk needs no cut
+            s = scanned(chunk)
+            s.strip = True
+            if self._take(s, None, first, sink, acc, parser, strip):
+                self.uncut = True
+                return True
+            self.uncut = self.uncut or False  # (never again where it never read a chunk)
         s = cut() if strip else scanned(chunk)
         # a few lines behind a rank prefix stay as they are: their skeletons are their own, and
         # the probe reads a line as the parser does (its rank cut and tagged); many are cut first
@@ -490,7 +502,7 @@ class SkeletonReader:
         keys, counts = ordered[bounds[:-1]], np.diff(bounds)
 
         def probe(r: int) -> Any:
-            return _probe(self.fmt, first + r, s.text(r))
+            return _probe(self.fmt, first + r, s.text(r), s.strip)
 
         # skeletons whose templates read alike (a padded number's widths) are read as one
         alike: dict[tuple[Any, ...], tuple[Template, list[int], list[np.ndarray]]] = {}

@@ -76,13 +76,23 @@ def test_reads_what_the_per_line_parser_reads(tmp_path, compiled_reader, name, n
     assert compiled_reader == {"read": 1, "handed": 0}, compiled_reader
 
 
-@pytest.mark.parametrize("name", ["megatron", "fairseq"])
-def test_lines_behind_a_capture_s_time_stamps(tmp_path, compiled_reader, name) -> None:
-    """'kubectl logs --timestamps' before every line, noise among them: the prefixes are cut
-    before the scan, and each record takes the capture's time where it has none of its own."""
+CAPTURES = {  # a capture's prefix before the i-th line
+    "kubectl": lambda i: f"2024-05-01T10:{i // 60 % 60:02d}:{i % 60:02d}.123456789Z ",
+    "logging": lambda i: f"2024-05-01 10:{i // 60 % 60:02d}:{i % 60:02d},{i % 1000:03d} - INFO - ",
+    "hf example": lambda i: f"05/01/2024 10:{i // 60 % 60:02d}:{i % 60:02d} - INFO - __main__ - ",
+    "slurm": lambda i: f"{i % 3}: ",
+    "syslog": lambda i: f"May  1 10:{i // 60 % 60:02d}:{i % 60:02d} gpu-node-3 train[4242]: ",
+}
+
+
+@pytest.mark.parametrize("capture", list(CAPTURES))
+@pytest.mark.parametrize("name", ["megatron", "fairseq", "nanogpt"])
+def test_lines_behind_a_capture_s_prefix(tmp_path, compiled_reader, name, capture) -> None:
+    """A capture's prefix before every line, noise among them: the lines are read as filed (the
+    probe cuts each prefix as the parser does) or cut before the scan, and each record takes
+    the capture's time where it has none of its own."""
     lines = with_noise(FORMATS[name](), 0.02, seed=1)
-    path = _write(tmp_path, [f"2024-05-01T10:{i // 60 % 60:02d}:{i % 60:02d}.123456789Z {x}"
-                             for i, x in enumerate(lines)])
+    path = _write(tmp_path, [CAPTURES[capture](i) + x for i, x in enumerate(lines)])
     assert_same_as_per_line(path, name)
     assert compiled_reader == {"read": 1, "handed": 0}, compiled_reader
 
