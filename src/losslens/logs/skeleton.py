@@ -19,6 +19,7 @@ tests read the bench's logs, clean and noisy, both ways and compare the frames.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -112,18 +113,33 @@ def skeleton_reader(fmt: Format, size: int | None) -> Callable[..., None] | None
     return SkeletonReader(fmt, fmt.rows)
 
 
-def _probe(fmt: Format, lineno: int, line: str, strip: bool = False
+def _probe(fmt: Format, lineno: int, line: str, strip: bool = False, primer: str | None = None
            ) -> tuple[str | None, list[tuple[str, dict[str, Any]]], dict[str, str]] | None:
     """What a fresh parser of ``fmt`` makes of one line (``strip``: its capture prefix cut first,
     see ``base.feed_ranked``): its skip reason, its records (train first, then eval) and the
-    names it learned; None where it did more than emit records."""
+    names it learned; None where it did more than emit records. With ``primer`` (a line of a
+    parser with state that is a record of its own), the line is read after it, and None where it
+    changed the parser's state."""
     sink = Sink()
     parser = fmt.parser(sink)
+    before: dict[str, Any] = {}
+    if primer is not None:  # (the state a record of its own leaves the parser in)
+        feed_ranked(parser, sink, lineno - 1, primer, strip)
+        sink.train, sink.eval, named = [], [], dict(sink.names)
+        before = copy.deepcopy(_state(parser))
     reason = feed_ranked(parser, sink, lineno, line, strip)
+    if primer is not None and _state(parser) != before:
+        return None
     parser.finish()
     if sink.frames or sink.eval_frames or sink.notes or sink.lost or sink.mixed or sink.idle_lines:
         return None
-    return reason, [("train", r) for r in sink.train] + [("eval", r) for r in sink.eval], sink.names
+    names = sink.names if primer is None else {k: v for k, v in sink.names.items() if k not in named}
+    return reason, [("train", r) for r in sink.train] + [("eval", r) for r in sink.eval], names
+
+
+def _state(parser: LineParser) -> dict[str, Any]:
+    """What a parser keeps from one line to the next (its attributes but its sink)."""
+    return {k: v for k, v in vars(parser).items() if k != "sink"}
 
 
 def _micros(t: Any) -> int | None:
@@ -236,20 +252,27 @@ def _spread(n: int, k: int) -> np.ndarray:
     return np.array(sorted({round(i * (n - 1) / max(k - 1, 1)) for i in range(k)}), dtype=np.int64)
 
 
-def _learn(fmt: Format, s: Scan, rows: np.ndarray, first: int, stamps: Callable[..., Any]
-           ) -> Template | None:
+def _learn(fmt: Format, s: Scan, rows: np.ndarray, first: int, stamps: Callable[..., Any],
+           primer: str | None = None) -> Template | None:
     """The template of the skeleton whose lines are ``rows`` (row numbers in the chunk, the first
     line numbered ``first``), learned from up to SAMPLES of them; None where the parser does
-    anything but make the same records from each, or a value follows from no rule."""
+    anything but make the same records from each, or a value follows from no rule. A parser
+    with state (``Format.single_line``) is read only where its lines are records of their own,
+    or lines it skips without a change to its state after ``primer``, one such record."""
     pick = rows[_spread(len(rows), SAMPLES)]
     lines = [first + int(r) for r in pick]
     texts = [s.text(int(r)) for r in pick]
+    after = None
     if fmt.single_line is not None and not all(map(fmt.single_line, texts)):
-        return None  # (a stateful parser's lines: only those it reads alone)
-    outs = [_probe(fmt, ln, text, s.strip) for ln, text in zip(lines, texts, strict=True)]
+        if primer is None:
+            return None
+        after = primer  # (skipped lines, or none of this skeleton's lines are read here)
+    outs = [_probe(fmt, ln, text, s.strip, after) for ln, text in zip(lines, texts, strict=True)]
     if any(o is None for o in outs):
         return None
     reasons = {o[0] for o in outs if o is not None}
+    if after is not None and (len(reasons) != 1 or None in reasons):
+        return None
     if len(reasons) == 1 and None not in reasons and not any(o is not None and o[1] for o in outs):
         # (a parser may name a metric of a line it then skips: the names are kept)
         named = [o[2] for o in outs if o is not None]
@@ -346,20 +369,28 @@ def _read(t: Template, s: Scan, rows: np.ndarray, stamps: Callable[..., Any],
 
 
 def _in_runs(read: list[tuple[Any, Template, _Read]], s: Scan) -> int:
-    """For a parser with state (``Format.single_line``): a record line is read here only where
-    the line before it (blank lines aside, in this chunk) is one too; the first of a run is the
-    parser's, which closes any record it was assembling there. Returns how many were left so."""
+    """For a parser with state (``Format.single_line``): a line of a template is read here only
+    where, walking back over the chunk's lines (blank ones aside), a record of its own comes
+    before any line that is neither such a record nor one skipped without a change to the
+    parser's state; the first record of each run is the parser's, which closes any record it was
+    assembling. Returns how many template lines were left so."""
     single = np.zeros(len(s.starts), dtype=np.bool_)
+    neutral = np.zeros(len(s.starts), dtype=np.bool_)
     for _, t, got in read:
+        neutral[got.rows[got.ok]] = True
         if t.skip is None:
             single[got.rows[got.ok]] = True
     filled = np.flatnonzero(~s.blank)
+    at = np.arange(len(filled))
+    # (the last record, and the last other line, strictly before each line)
+    last_single = np.maximum.accumulate(np.where(single[filled], at, -1))
+    last_other = np.maximum.accumulate(np.where(neutral[filled], -1, at))
     follows = np.zeros(len(s.starts), dtype=np.bool_)
-    follows[filled[1:]] = single[filled[:-1]]
-    for _, t, got in read:
-        if t.skip is None:
-            got.ok &= follows[got.rows]
-    return int(single.sum()) - sum(int(got.ok.sum()) for _, t, got in read if t.skip is None)
+    follows[filled[1:]] = last_single[:-1] > last_other[:-1]
+    held = int(neutral.sum())
+    for _, _, got in read:
+        got.ok &= follows[got.rows]
+    return held - sum(int(got.ok.sum()) for _, _, got in read)
 
 
 def _agreed(got: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
@@ -440,6 +471,7 @@ class SkeletonReader:
         self.templates: dict[int, Template | None] = {}
         self.kernels = compiled(KERNELS)
         self.uncut: bool | None = None  # whether chunks behind capture prefixes are read as filed
+        self.primer: str | None = None  # a line a parser with state reads as a record of its own
 
     def __call__(self, chunk: bytes, first: int, sink: Sink, acc: Accounting, parser: LineParser,
                  strip: bool) -> None:
@@ -506,12 +538,21 @@ class SkeletonReader:
 
         # skeletons whose templates read alike (a padded number's widths) are read as one
         alike: dict[tuple[Any, ...], tuple[Template, list[int], list[np.ndarray]]] = {}
-        for g, h in enumerate(keys.tolist()):
-            if counts[g] < MIN_LINES:
-                continue
+        groups = [g for g in range(len(keys)) if counts[g] >= MIN_LINES]
+        if self.fmt.single_line is not None:  # (its records first: a skipped line is learned after one)
+            texts = {g: s.text(int(where[order[bounds[g]]])) for g in groups}
+            groups.sort(key=lambda g: not self.fmt.single_line(texts[g]))  # type: ignore[misc]
+        stateful = self.fmt.single_line is not None
+        for g in groups:
+            h = int(keys[g])
             rows = where[order[bounds[g]:bounds[g + 1]]]
             if h not in self.templates:
-                self.templates[h] = _learn(self.fmt, s, rows, first, k.stamps)
+                t = _learn(self.fmt, s, rows, first, k.stamps, self.primer)
+                if t is None and stateful and self.primer is None:
+                    continue  # (tried again once a record of its own gives the parser's state)
+                self.templates[h] = t
+                if stateful and self.primer is None and t is not None and t.skip is None:
+                    self.primer = s.text(int(rows[0]))
             t = self.templates[h]
             if t is not None:
                 group = alike.setdefault(t.signature(), (t, [], []))
@@ -535,9 +576,10 @@ class SkeletonReader:
                     self.templates.pop(h)
                 continue
             if t.skip is not None:
-                skipped.setdefault(t.skip, []).append(got.rows)
-                if t.names and len(got.rows):
-                    made.append((int(got.rows[0]), t, []))
+                rows_ok = got.rows[got.ok]
+                skipped.setdefault(t.skip, []).append(rows_ok)
+                if t.names and len(rows_ok):
+                    made.append((int(rows_ok[0]), t, []))
             else:
                 taken[got.rows[got.ok]] = True
                 made.append((int(got.rows[got.ok][0]) if got.ok.any() else n, t, frames))

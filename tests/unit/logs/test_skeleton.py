@@ -117,8 +117,8 @@ def test_a_template_the_parser_contradicts_is_dropped(tmp_path, compiled_reader,
     learn = skeleton._learn
     spoiled = []
 
-    def wrong(fmt, s, rows, first, stamps):
-        t = learn(fmt, s, rows, first, stamps)
+    def wrong(fmt, s, rows, first, stamps, *primer):
+        t = learn(fmt, s, rows, first, stamps, *primer)
         if t is not None and (0, "loss") in t.rules and not spoiled:
             grad = t.rules[(0, "grad_norm")][0]
             t.rules[(0, "loss")] = [grad]
