@@ -181,7 +181,7 @@ def scan(buf, line_starts, line_ends, width):
     return hashes, counts, values, starts, plain, usable, blank, ranked
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, parallel=True)
 def stamps(buf, at, ends):
     """The wall time written at each ``at`` (key=value's ``_stamp``: '2024-05-31 15:45:00' or
     with a 'T', up to six digits of a fraction, as ``base.leading_time`` reads it) in microseconds
@@ -189,7 +189,7 @@ def stamps(buf, at, ends):
     n = len(at)
     micros = np.zeros(n, dtype=np.int64)
     ok = np.zeros(n, dtype=np.bool_)
-    for r in range(n):
+    for r in prange(n):
         us, found = _stamp(buf, at[r], ends[r])
         if found == 1:
             micros[r], ok[r] = us, True
