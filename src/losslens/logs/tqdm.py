@@ -34,16 +34,40 @@ def rate_of(redraw: str) -> float | None:
     return value if m.group(2) == "it/s" else 1.0 / value
 
 
-def update_seconds(redraws: list[tuple[int, float]], smoothing: float = SMOOTHING
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """From a bar's redraws (count, rate) in order: the count at each update and the seconds
-    since the one before (the first: since the bar was made). A redraw whose rate is the last
-    one's is a refresh and is passed over; a count that goes back starts the averages again (a
-    new bar with the same total)."""
+class Redraws:
+    """A bar's redraws in order: each one's count and rate, in two lists (numpy reads each whole)."""
+
+    __slots__ = ("counts", "rates")
+
+    def __init__(self) -> None:
+        self.counts: list[int] = []
+        self.rates: list[float] = []
+
+    def add(self, n: int, rate: float) -> None:
+        self.counts.append(n)
+        self.rates.append(rate)
+
+    def extend(self, counts: list[int], rates: list[float]) -> None:
+        self.counts.extend(counts)
+        self.rates.extend(rates)
+
+    def __len__(self) -> int:
+        return len(self.counts)
+
+
+def update_seconds(redraws: Redraws, smoothing: float = SMOOTHING) -> tuple[np.ndarray, np.ndarray]:
+    """From a bar's redraws in order: the count at each update and the seconds since the one
+    before (the first: since the bar was made). A redraw whose rate is the last one's is a
+    refresh and is passed over; a count that goes back starts the averages again (a new bar with
+    the same total)."""
+    if len(redraws) >= VECTORISED:
+        found = _in_blocks(redraws, smoothing)
+        if found is not None:
+            return found
     a, b = smoothing, 1.0 - smoothing
     counts, seconds = [], []
     last_n, last_rate, edn, edt = 0, None, 0.0, 0.0
-    for n, rate in redraws:
+    for n, rate in zip(redraws.counts, redraws.rates, strict=True):
         if n < last_n:
             last_n, last_rate, edn, edt = 0, None, 0.0, 0.0
         if rate == last_rate or n == last_n:
@@ -56,7 +80,47 @@ def update_seconds(redraws: list[tuple[int, float]], smoothing: float = SMOOTHIN
     return np.array(counts, dtype=np.int64), np.array(seconds)
 
 
-def step_times(redraws: list[tuple[int, float]], steps: np.ndarray) -> np.ndarray:
+VECTORISED = 4096  # redraws from which ``update_seconds`` tries ``_in_blocks``
+BLOCK = 512  # a block's powers of (1 - smoothing) stay well within float64 (0.7 ** -512 ~ 1e79)
+
+
+def _in_blocks(redraws: Redraws, smoothing: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """``update_seconds`` with numpy where the bar's count never goes back (one bar, no second one
+    of the same total): the updates are the redraws whose count and rate both differ from the
+    redraw before, checked to be those the loop keeps (each differs from the last update), and
+    the averages' recurrence is summed a block at a time. The loop's numbers but for the last bits
+    of rounding; None where the loop must decide."""
+    try:
+        n = np.array(redraws.counts, dtype=np.int64)
+    except OverflowError:
+        return None
+    rate = np.array(redraws.rates, dtype=np.float64)
+    if n[0] < 0 or (np.diff(n) < 0).any():
+        return None
+    keep = np.ones(len(n), dtype=np.bool_)
+    keep[0] = n[0] != 0
+    keep[1:] = (n[1:] != n[:-1]) & (rate[1:] != rate[:-1])
+    last = np.maximum.accumulate(np.where(keep, np.arange(len(n)), -1))
+    before = np.concatenate(([-1], last[:-1]))  # the last update before each redraw
+    prev_n = np.where(before >= 0, n[np.maximum(before, 0)], 0)
+    prev_rate = np.where(before >= 0, rate[np.maximum(before, 0)], np.nan)
+    if not np.array_equal(keep, (n != prev_n) & (rate != prev_rate)):
+        return None
+    counts, rates = n[keep], rate[keep]
+    a, b = smoothing, 1.0 - smoothing
+    step = a * np.diff(counts, prepend=0).astype(np.float64)
+    edn = np.empty(len(step))
+    carry = 0.0
+    for start in range(0, len(step), BLOCK):  # edn_k = step_k + b * edn_(k-1)
+        part = step[start:start + BLOCK]
+        k = np.arange(len(part))
+        edn[start:start + len(part)] = b ** k * (b * carry + np.cumsum(part * b ** -k))
+        carry = float(edn[start + len(part) - 1])
+    now = edn / rates
+    return counts, np.maximum(0.0, (now - b * np.concatenate(([0.0], now[:-1]))) / a)
+
+
+def step_times(redraws: Redraws, steps: np.ndarray) -> np.ndarray:
     """The mean seconds per step between each of ``steps`` (rising) and the one before (from 0
     for the first), from the bar's ``redraws``: its updates' seconds spread evenly over the
     steps each covers. NaN where the bar's updates do not reach."""

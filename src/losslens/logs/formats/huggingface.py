@@ -24,7 +24,7 @@ from losslens.logs.formats.jsonl import account_document, array_items, read_obje
 from losslens.logs.mappings import BARE_NONFINITE, SUMMARY_KEYS, emit_mapping, load_json, no_surrogates
 from losslens.logs.names import canonical, is_training_metric
 from losslens.logs.sink import Accounting, Sink
-from losslens.logs.tqdm import RATE, rate_of, step_times
+from losslens.logs.tqdm import RATE, Redraws, rate_of, step_times
 
 # --- trainer_state.json ----------------------------------------------------------------------
 STEP_LINE = re.compile(r'^\s*"step":\s*(\d+)')
@@ -162,7 +162,7 @@ class _HFParser(RegexLineParser):
     def __init__(self, sink: Sink):
         super().__init__(sink)
         self.bars: dict[int, list[int]] = {}  # total -> [updates, last count]
-        self.rates: dict[int, list[tuple[int, float]]] = {}  # total -> each redraw's (count, rate)
+        self.rates: dict[int, Redraws] = {}  # total -> each redraw's count and rate
         self.train: list[dict[str, Any]] = []
         self.evals: list[dict[str, Any]] = []
         self.own_steps = False
@@ -202,8 +202,8 @@ class _HFParser(RegexLineParser):
             state[1] = int(counts[-1])
             rated = ~np.isnan(values)
             if rated.any():
-                self.rates.setdefault(int(total), []).extend(
-                    zip(counts[rated].tolist(), values[rated].tolist(), strict=True))
+                self.rates.setdefault(int(total), Redraws()).extend(counts[rated].tolist(),
+                                                                    values[rated].tolist())
 
     def _track_bar(self, text: str) -> None:
         for m in TQDM.finditer(text):
@@ -214,7 +214,7 @@ class _HFParser(RegexLineParser):
         state[0] += 1
         state[1] = n
         if rate is not None:
-            self.rates.setdefault(total, []).append((n, rate))
+            self.rates.setdefault(total, Redraws()).add(n, rate)
 
     @property
     def bar_step(self) -> int | None:
