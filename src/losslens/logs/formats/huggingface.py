@@ -359,7 +359,6 @@ BAR = r"\d+/\d+ \[[^\]]*?(?:it/s|s/it)\]"  # huggingface.TQDM
 _NOT_BAR = [pattern.pattern for pattern, _ in COMMON_NOISE[:2]]
 assert COMMON_NOISE[2][1] == "progress bar"
 _PROGRESS = r"\d+%\|.*\|\s*\d+/\d+"  # COMMON_NOISE's, without the guards the regex crate lacks
-_COUNT = r"^(\d+)/(\d+)"  # a bar match's count and total
 _RATE = RATE.pattern  # (tqdm.rate_of)
 # a redraw as BAR matches it: its count, total, and the rate that follows its first '['
 _REDRAW = (r"^(?<n>\d+)/(?<total>\d+) (?:"
