@@ -343,14 +343,7 @@ def account_chunk(chunk: bytes, text: pl.Series | None, lineno: pl.Series, blank
     idle = sink.idle_lines[n_idle:]
     passed, sink.passed_lines = sink.passed_lines, []
     acc.parsed += int((~pending).sum()) - len(idle) - sum(len(lines) for _, lines in passed)
-    firsts: dict[int, str] = {}
-    for reason, lines in passed:
-        if not len(lines):
-            continue
-        shown = reason in acc.examples or reason in firsts.values()
-        acc.skipped[reason] += len(lines) - (not shown)
-        if not shown:
-            firsts[int(lines.min())] = reason
+    firsts = count_skipped(passed, acc)
     rest = pending & ~blank
     if not idle and not firsts and not rest.any():
         return
@@ -366,6 +359,21 @@ def account_chunk(chunk: bytes, text: pl.Series | None, lineno: pl.Series, blank
             acc.skip("no training metric", ln, line)
         else:
             account_line(ln, line, acc, parser, feed)
+
+
+def count_skipped(skipped: Sequence[tuple[str, np.ndarray]], acc: Accounting) -> dict[int, str]:
+    """Lines a vectorised pass skipped (reason, their lines or rows) counted at once, but for the
+    first of a reason the log has shown no example of yet: those are returned (line or row ->
+    reason), to be taken in line order with the lines the parser reads (``Accounting.skip``)."""
+    firsts: dict[int, str] = {}
+    for reason, lines in skipped:
+        if not len(lines):
+            continue
+        shown = reason in acc.examples or reason in firsts.values()
+        acc.skipped[reason] += len(lines) - (not shown)
+        if not shown:
+            firsts[int(lines.min())] = reason
+    return firsts
 
 
 def account_line(lineno: int, line: str, acc: Accounting, parser: object,

@@ -33,6 +33,7 @@ from losslens.logs.base import Format, LineParser, feed_ranked
 from losslens.logs.columnar import (
     FEW_RANKED,
     account_line,
+    count_skipped,
     ranked_feed,
     read_chunk,
     tagged,
@@ -506,7 +507,8 @@ class SkeletonReader:
             if self._take(s, None, first, sink, acc, parser, strip):
                 self.uncut = True
                 return True
-            self.uncut = self.uncut or False  # (never again where it never read a chunk)
+            if self.uncut is None:  # (never again where it never read a chunk)
+                self.uncut = False
         s = cut() if strip else scanned(chunk)
         # a few lines behind a rank prefix stay as they are: their skeletons are their own, and
         # the probe reads a line as the parser does (its rank cut and tagged); many are cut first
@@ -539,10 +541,10 @@ class SkeletonReader:
         # skeletons whose templates read alike (a padded number's widths) are read as one
         alike: dict[tuple[Any, ...], tuple[Template, list[int], list[np.ndarray]]] = {}
         groups = [g for g in range(len(keys)) if counts[g] >= MIN_LINES]
-        if self.fmt.single_line is not None:  # (its records first: a skipped line is learned after one)
-            texts = {g: s.text(int(where[order[bounds[g]]])) for g in groups}
-            groups.sort(key=lambda g: not self.fmt.single_line(texts[g]))  # type: ignore[misc]
-        stateful = self.fmt.single_line is not None
+        single = self.fmt.single_line
+        if single is not None and self.primer is None:  # (records first: a skipped line is learned after one)
+            groups.sort(key=lambda g: not single(s.text(int(where[order[bounds[g]]]))))
+        stateful = single is not None
         for g in groups:
             h = int(keys[g])
             rows = where[order[bounds[g]:bounds[g + 1]]]
@@ -562,7 +564,7 @@ class SkeletonReader:
                               k.stamps, probe)) for t, hs, rows in alike.values()]
         # (a parser with state reads the first line of each run of records: as many lines as the
         # polars path gives it, no reason to hand it the chunk)
-        run_starts = _in_runs(read, s) if self.fmt.single_line is not None else 0
+        run_starts = _in_runs(read, s) if stateful else 0
         taken = np.zeros(n, dtype=np.bool_)
         skipped: dict[str, list[np.ndarray]] = {}  # the rows the parser skips, by its reason
         made: list[tuple[int, Template, list[tuple[str, pl.DataFrame]]]] = []  # (its first row, …)
@@ -600,22 +602,14 @@ class SkeletonReader:
         acc.total += n
         acc.blank += int(s.blank.sum())
         acc.parsed += int(taken.sum())
-        # skipped lines are counted at once, but for the first of a reason the log has shown no
-        # example of yet: that one is taken in line order with the parser's lines
-        firsts: dict[int, str] = {}
-        for reason, row_sets in skipped.items():
-            rows = np.concatenate(row_sets)
-            shown = reason in acc.examples
-            acc.skipped[reason] += len(rows) - (not shown)
-            if not shown:
-                firsts[int(rows.min())] = reason
+        firsts = count_skipped([(reason, np.concatenate(sets)) for reason, sets in skipped.items()], acc)
         if firsts:
             left = np.union1d(left, np.array(sorted(firsts), dtype=np.int64))
         # the names a template's records bring, and their metrics' shape (a number, not a list),
         # are set where its first row stands among the lines the parser reads (the first line's)
         named = sorted(((r, t.names, [k for _, keys in t.records for k in keys if k not in META])
                         for r, t, _ in made), key=lambda x: x[0])
-        if self.fmt.single_line is not None:  # (the records read here, for a parser with state)
+        if stateful:  # (the records read here, for a parser with state)
             stepped = [frames[0][1].select("line", "step") for _, _, frames in made if frames]
             both = pl.concat(stepped).sort("line") if stepped else None
             if both is not None and both.height:

@@ -161,7 +161,7 @@ class _HFParser(RegexLineParser):
 
     def __init__(self, sink: Sink):
         super().__init__(sink)
-        self.bars: dict[int, list[int]] = {}  # total -> [updates, last count]
+        self.bars: dict[int, int] = {}  # total -> its last count
         self.rates: dict[int, Redraws] = {}  # total -> each redraw's count and rate
         self.train: list[dict[str, Any]] = []
         self.evals: list[dict[str, Any]] = []
@@ -183,36 +183,25 @@ class _HFParser(RegexLineParser):
 
     def catch_up(self, lineno: float = float("inf")) -> None:
         """Take the redraws read elsewhere from lines before ``lineno`` (all by default), as
-        ``_redraw`` takes each in turn."""
+        ``_redraw`` takes each in turn: each bar's last count, and its rates."""
         lines, ns, totals, rates = self._elsewhere
         start = self._passed
-        end = int(np.searchsorted(lines, lineno, side="left"))
-        self._passed = end
-        if end - start < 16:
-            for n, total, rate in zip(ns[start:end].tolist(), totals[start:end].tolist(),
-                                      rates[start:end].tolist(), strict=True):
-                self._redraw(n, total, None if rate != rate else rate)
-            return
+        self._passed = end = int(np.searchsorted(lines, lineno, side="left"))
         ns, totals, rates = ns[start:end], totals[start:end], rates[start:end]
         for total in dict.fromkeys(totals.tolist()):
             mine = totals == total
             counts, values = ns[mine], rates[mine]
-            state = self.bars.setdefault(int(total), [0, 0])
-            state[0] += len(counts)
-            state[1] = int(counts[-1])
+            self.bars[total] = int(counts[-1])
             rated = ~np.isnan(values)
             if rated.any():
-                self.rates.setdefault(int(total), Redraws()).extend(counts[rated].tolist(),
-                                                                    values[rated].tolist())
+                self.rates.setdefault(total, Redraws()).extend(counts[rated].tolist(), values[rated].tolist())
 
     def _track_bar(self, text: str) -> None:
         for m in TQDM.finditer(text):
             self._redraw(whole(m.group(1)), whole(m.group(2)), rate_of(m.group(0)))
 
     def _redraw(self, n: int, total: int, rate: float | None) -> None:
-        state = self.bars.setdefault(total, [0, 0])
-        state[0] += 1
-        state[1] = n
+        self.bars[total] = n
         if rate is not None:
             self.rates.setdefault(total, Redraws()).add(n, rate)
 
@@ -221,7 +210,7 @@ class _HFParser(RegexLineParser):
         if not self.bars:
             return None
         # the training bar: the longest one counting iterations (eval bars count batches)
-        return self.bars[max(self.bars)][1]
+        return self.bars[max(self.bars)]
 
     def feed(self, lineno: int, line: str) -> str | None:
         if self._passed < len(self._elsewhere[0]):
@@ -388,9 +377,9 @@ def hf_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: Any) -> pl.S
         no_dict.alias("no_dict"),
         # the lines that may redraw a bar (a dict line mostly does not)
         (no_dict | line.str.contains("it/s", literal=True) | line.str.contains("s/it", literal=True))
-        .fill_null(False).alias("bars"),
+        .fill_null(False).alias("may_redraw"),
     ).collect(engine=ENGINE)
-    maybe = parts["bars"].arg_true()
+    maybe = parts["may_redraw"].arg_true()
     head = pl.when(pl.col("flat")).then(before).otherwise(line)  # (the redraws before a dict)
     bars = pl.LazyFrame({"text": text.gather(maybe), "flat": parts["flat"].gather(maybe)}).select(
         head.str.extract_all(BAR).alias("bars")).collect(engine=ENGINE)
@@ -458,7 +447,7 @@ def _bar_steps(events: pl.DataFrame, rows: np.ndarray, parser: Any) -> pl.Series
     before = max(parser.bars) if parser.bars else -1
     largest = np.maximum.accumulate(np.concatenate(([before], total)))[1:]
     count = np.where(total == largest, n, -1)  # (counts are never negative: a bar's digits)
-    start = parser.bars[before][1] if parser.bars else -1
+    start = parser.bars[before] if parser.bars else -1
     # the last training-bar count at or before each redraw, forward-filled
     where = np.where(count >= 0, np.arange(len(count)), -1)
     np.maximum.accumulate(where, out=where)
