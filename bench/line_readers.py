@@ -257,7 +257,9 @@ def _written(name: str, n: int, noise: float = 0.0) -> Path:
     if not path.exists():
         path.parent.mkdir(exist_ok=True)
         lines = _lines(name, n)
-        unit = 6 if name == "olmo" else 1  # (an OLMo record is six lines: noise goes between records)
+        # (an OLMo record is six lines, after the file's first: noise put in every six lines lands
+        # before a record's last field, as another process's warning can, the harder case)
+        unit = 6 if name == "olmo" else 1
         path.write_text("\n".join(with_noise(lines, noise, unit=unit) if noise else lines) + "\n")
     return path
 

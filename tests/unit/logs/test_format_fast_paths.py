@@ -370,7 +370,7 @@ OLMO_SAME = {  # every record alike: read position by position
     "a step field": [_olmo_record(i, fields=[*OLMO_FIELDS, f"global_step={i + 1}"]) for i in range(40)],
     "one field": [_olmo_record(i, fields=[f"train/CrossEntropyLoss={i}.5e-1"]) for i in range(40)],
 }
-OLMO_OTHER = {  # records (at 20 on) unlike the first leave the chunk to the long form
+OLMO_OTHER = {  # records (at 20 on) unlike the others: read apart, in long form
     "a field missing": [_olmo_record(7, fields=OLMO_FIELDS[1:])],
     "a field more": [_olmo_record(7, fields=[*OLMO_FIELDS, "optim/step_skipped=0"])],
     "fields moved": [_olmo_record(7, fields=OLMO_FIELDS[::-1])],
@@ -383,18 +383,23 @@ OLMO_OTHER = {  # records (at 20 on) unlike the first leave the chunk to the lon
 }
 
 
-@pytest.mark.parametrize("other", [None, "a field twice in every record", *OLMO_OTHER])
+@pytest.mark.parametrize("other", [None, "a field twice in every record", "every fifth record unlike",
+                                   *OLMO_OTHER])
 @pytest.mark.parametrize("same", list(OLMO_SAME))
 def test_olmo_same_keys_read_as_the_long_form(tmp_path, monkeypatch, same: str, other: str | None) -> None:
-    """OLMo records that all hold the first record's fields, in order, are read position by
-    position, and give what the long form and the per-line parser give; any other record leaves
-    the chunk to the long form."""
+    """OLMo records that hold the chunk's commonest fields, in order, are read position by
+    position, a few others apart in long form, and give what the long form and the per-line
+    parser give; records of one shape that position by position cannot read (a field twice, an
+    epoch in some heads only) leave the chunk to the long form."""
     from losslens.logs.formats import olmo
 
     records = [list(r) for r in OLMO_SAME[same]]
     fields = [x.strip() for x in records[0][1:]]
     if other == "a field twice in every record":
         records = [_olmo_record(i, fields=[*fields, fields[0]]) for i in range(40)]
+    elif other == "every fifth record unlike":  # more than ODD_SHARE: all in long form
+        records = [_olmo_record(i, fields=[*fields, "optim/step_skipped=0"]) if i % 5 == 3 else r
+                   for i, r in enumerate(records)]
     elif other is not None:
         unlike = OLMO_OTHER[other]
         if same == "one field" and other in ("a field missing", "a field moved to the next record"):
@@ -408,7 +413,10 @@ def test_olmo_same_keys_read_as_the_long_form(tmp_path, monkeypatch, same: str, 
     same_keys = olmo._olmo_same_keys
     monkeypatch.setattr(olmo, "_olmo_same_keys", lambda *a: took.append(same_keys(*a)) or took[-1])
     fast = read_log(path, "olmo")
-    assert [t is not None for t in took] == [other is None]
+    # (the unlike head's record holds the default fields: the same as the others' in two cases)
+    all_long = other in ("a field twice in every record", "every fifth record unlike") or \
+        (other == "one head unlike the others" and same in ("epoch", "no epoch"))
+    assert [t is not None for t in took] == [not all_long]
     monkeypatch.setattr(olmo, "_olmo_same_keys", lambda *a: None)
     slow = read_log(path, "olmo")
     assert fast.lines.as_dict() == slow.lines.as_dict() and fast.names == slow.names

@@ -103,15 +103,63 @@ def olmo_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = N
     rec = seg[in_record & head]  # the records' segment ids, in order
     if not len(rec):
         return pl.Series(np.zeros(n, dtype=bool))
-    at = np.flatnonzero(in_record & head)  # each record's head line
     order = np.searchsorted(rec, seg[in_record & field])  # each field line's record
+    at = np.flatnonzero(in_record & head)  # each record's head line
     heads = head_g.struct.unnest().filter(pl.Series(in_record & head))
     mine = pl.Series(in_record & field)
-    _, cols, bad = _olmo_same_keys(heads["2"], order, field_g.filter(mine), value.filter(mine), sink) or \
-        _olmo_long(heads["2"], order, field_g.filter(mine), np.flatnonzero(in_record & field), sink)
+    cols, bad = _olmo_columns(heads["2"], order, field_g.filter(mine), value.filter(mine),
+                              np.flatnonzero(in_record & field), sink)
     add_rows(sink, {"step": heads["1"].cast(pl.Int64, strict=False), "line": lineno.gather(at),
                     "time": leading_times(text.gather(at))}, cols, bad, idle=False)
     return pl.Series(in_record & np.isin(seg, rec[~bad.to_numpy()]))  # (a record left out: the parser's)
+
+
+def _olmo_columns(epoch: pl.Series, order: np.ndarray, fields: pl.DataFrame, value: pl.Series,
+                  lines: np.ndarray, sink: Sink) -> tuple[dict[str, pl.Series], pl.Series]:
+    """The records' metric columns and which are left to the parser: the records of the chunk's
+    commonest shape read position by position, the few others (a warning printed inside a
+    record, a field missing from one) in long form, then put back in line order. ``order``:
+    each field's record; ``value``: the fields' readings; ``lines``: each field's line."""
+    odd = _odd_records(order, fields["1"], len(epoch))
+    if odd is None:
+        got = _olmo_same_keys(epoch, order, fields, value, sink) or \
+            _olmo_long(epoch, order, fields, lines, sink)
+        return got[1], got[2]
+    parts = []
+    for common in (True, False):
+        picked = ~odd if common else odd
+        mine = picked[order]  # the picked records' fields
+        renumbered = (np.cumsum(picked) - 1)[order[mine]]
+        e, f, keep = epoch.filter(pl.Series(picked)), fields.filter(pl.Series(mine)), pl.Series(mine)
+        got = (common and _olmo_same_keys(e, renumbered, f, value.filter(keep), sink)) or \
+            _olmo_long(e, renumbered, f, lines[mine], sink)
+        parts.append(pl.DataFrame({_AT: np.flatnonzero(picked), **got[1], _BAD: got[2]}))
+    both = pl.concat(parts, how="diagonal_relaxed").sort(_AT)
+    return {c: both[c] for c in both.columns if c not in (_AT, _BAD)}, both[_BAD]
+
+
+_AT, _BAD = "\0record", "\0bad"  # (names no metric has)
+ODD_SHARE = 0.10  # at most this share of a chunk's records read apart for their shape
+
+
+def _odd_records(order: np.ndarray, keys: pl.Series, nrec: int) -> np.ndarray | None:
+    """Which records (True) differ from the chunk's commonest shape (its field count, and the
+    keys of its first record of that count, in order): a warning printed inside a record, a
+    field missing from one; None where none does, or where more than ``ODD_SHARE`` do (then
+    all are read in long form at once)."""
+    counts = np.bincount(order, minlength=nrec)
+    k = int(np.bincount(counts).argmax())
+    odd = counts != k
+    if k:
+        first = int(np.argmax(~odd))  # the first record of the common count
+        start = np.concatenate([[0], np.cumsum(counts)])
+        at = np.minimum(np.arange(len(order)) - start[order], k - 1)  # (past k: odd already)
+        expected = keys.slice(int(start[first]), k).gather(at)
+        odd |= np.bincount(order, weights=(keys != expected).fill_null(True).to_numpy(),
+                           minlength=nrec) > 0
+    if not odd.any() or odd.sum() > ODD_SHARE * nrec:
+        return None
+    return odd
 
 
 # OLMO_FIELD without its groups: the regex crate's captures cost six times the match; the key
