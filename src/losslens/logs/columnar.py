@@ -331,13 +331,14 @@ def line_numbers(first: int, n: int) -> pl.Series:
 
 def account_chunk(chunk: bytes, text: pl.Series | None, lineno: pl.Series, blank: pl.Series,
                   pending: pl.Series, n_idle: int, sink: Sink, acc: Accounting, parser: object,
-                  feed: Callable[[object, int, str], str | None] = feed_line) -> None:
+                  feed: Callable[[object, int, str], str | None] = feed_line,
+                  texts: Callable[[np.ndarray], list[str]] | None = None) -> None:
     """Account one chunk's lines after its vectorised pass: blank; parsed; the rows that pass
     read but that held no metric (``sink.idle_lines`` from ``n_idle`` on) skipped as such, and
     those it skipped for the parser's reason (``sink.passed_lines``: counted at once, but for
     the first of a reason the log has no example of yet, taken in line order); every
     ``pending`` line fed to the per-line ``parser``, in order (``text``: the chunk's lines, made
-    from ``chunk`` when needed)."""
+    from ``chunk`` when needed, or ``texts``: the text of the lines at given rows)."""
     acc.total += len(lineno)
     acc.blank += int(blank.sum())
     idle = sink.idle_lines[n_idle:]
@@ -347,11 +348,13 @@ def account_chunk(chunk: bytes, text: pl.Series | None, lineno: pl.Series, blank
     rest = pending & ~blank
     if not idle and not firsts and not rest.any():
         return
-    if text is None:
-        text = lines_of(chunk)
     is_idle = lineno.is_in(idle) if idle else pl.Series(values=[False] * len(lineno))
     todo = rest | is_idle | (lineno.is_in(list(firsts)) if firsts else False)
-    for ln, line, skipped in zip(lineno.filter(todo).to_list(), text.filter(todo).to_list(),
+    if text is None and texts is not None:
+        lines = texts(todo.arg_true().to_numpy())
+    else:
+        lines = (lines_of(chunk) if text is None else text).filter(todo).to_list()
+    for ln, line, skipped in zip(lineno.filter(todo).to_list(), lines,
                                  is_idle.filter(todo).to_list(), strict=True):
         if ln in firsts:
             acc.skip(firsts[ln], ln, line)
@@ -416,6 +419,32 @@ def _ranked_starts(chunk: bytes) -> list[int] | None:
                 return None
             starts.append(start)
     return starts
+
+
+def hide_few_ranked(chunk: bytes) -> tuple[bytes, list[int], list[str]] | None:
+    """``without_prefixes``' few lines behind a rank prefix, for a reader that needs the lines as
+    filed only where the parser reads them: the chunk with those lines ``HIDDEN``, where each
+    hidden line starts in it, and each one's text as filed; None where no line, or too many,
+    are behind one."""
+    few = _ranked_starts(chunk) if _RANK_MARK.search(chunk) else None
+    if not few:
+        return None
+    ends = [len(chunk) if (e := chunk.find(b"\n", s)) < 0 else e for s in few]
+    lines = [chunk[s:e].decode("utf-8", "replace").removesuffix("\r") for s, e in zip(few, ends, strict=True)]
+    # (each hidden line is one byte: it starts where it did, less what the ones before lost)
+    lost = np.cumsum([0] + [e - s - len(HIDDEN) for s, e in zip(few, ends, strict=True)])[:-1]
+    return _hidden(chunk, few), (np.array(few) - lost).tolist(), lines
+
+
+def rows_at(chunk: bytes, starts: list[int]) -> list[int]:
+    """The index in the chunk of each line starting at ``starts`` (ascending): the newlines
+    before it."""
+    rows, row, at = [], 0, 0
+    for s in starts:
+        row += chunk.count(b"\n", at, s)
+        rows.append(row)
+        at = s
+    return rows
 
 
 def _hidden(chunk: bytes, starts: list[int]) -> bytes:
@@ -600,9 +629,7 @@ def without_prefixes(chunk: bytes, first_lineno: int, strip: bool, sink: Sink
         if not few:
             return chunk, None, None
         original = lines_of(chunk)
-        # each hidden line's index in the chunk: the newlines before its start
-        at = np.searchsorted(np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10), few)
-        return _hidden(chunk, few), original, original.clone().scatter(at, HIDDEN)  # (in place)
+        return _hidden(chunk, few), original, original.clone().scatter(rows_at(chunk, few), HIDDEN)
     text = lines_of(chunk)
     rest, tags = cut_prefixes(text, strip)
     if tags is None and rest.fill_null("").equals(text.fill_null("")):

@@ -163,3 +163,24 @@ def test_kubectl_timestamps_are_the_records_time(tmp_path) -> None:
                             for i in range(50)))
     log = read_log(path)
     assert str(log.train["time"][3]) == "2024-05-01 10:00:03.123456"
+
+
+@pytest.mark.parametrize("end", ["\n", ""])
+def test_a_few_ranked_lines_among_records_go_to_the_parser_as_filed(tmp_path, chunks_of, end: str) -> None:
+    """A few lines behind '[rankN]: ' among key=value records (a rank's NCCL warning, a prefix
+    alone, a rank's own record, a line that is not UTF-8, the file's last line): hidden from the
+    template reader, read by the parser as the file has them, in chunks of any size."""
+    chunks_of(1 << 14)
+    lines = [x.encode() for x in synth.dflash_lines(1200, seed=4)]
+    odd = [b"[rank1]: NCCL WARN Timeout 600000 ms", b"[rank1]: ", b"[rank3]:",
+           b"[rank2]: step=77 loss=2.5 acc=0.5 lr=1e-05",
+           b"[rank0]: caf\xe9 step=78 loss=nan", b"  [rank1]: indented warning"]
+    for i, x in enumerate(odd):
+        lines.insert(150 * (i + 1), x)
+    lines.append(b"[rank1]: the last line")
+    path = tmp_path / "ranked.log"
+    path.write_bytes(b"\n".join(lines) + end.encode())
+    assert_same(path)
+    log = read_log(path)
+    assert log.lines.total == 1207 and log.train.height == 1201  # (rank 0's NaN record is one)
+    assert log.lines.skipped == {"unrecognised line": 5, "another rank's record (rank 0 analysed)": 1}

@@ -27,10 +27,12 @@ from losslens.logs.columnar import (
     any_of,
     column_unit_scale,
     first_reading,
+    hide_few_ranked,
     line_numbers,
     lines_of,
     metric_columns,
     ranked_feed,
+    rows_at,
     times,
     unit_of,
     without_prefixes,
@@ -177,13 +179,19 @@ def _read_template(rows: pl.DataFrame, t: Template, lineno: pl.Series, sink: Sin
 
 def parse_chunk(chunk: bytes, first_lineno: int, tpls: list[Template], sink: Sink,
                 acc: Accounting, parser: LineParser, original: pl.Series | None = None,
-                feed: Callable[[Any, int, str], str | None] = feed_line, compiled: bool = False) -> None:
+                feed: Callable[[Any, int, str], str | None] = feed_line, compiled: bool = False,
+                hidden: tuple[list[int], list[str]] | None = None) -> None:
     """Parse one chunk (whole lines) into ``sink`` and ``acc``. ``original``: the chunk's lines as
     the file has them, when ``chunk`` holds them without their prefixes (the lines the templates
-    leave go to ``feed`` as they are in the file). ``compiled``: read the templates' lines with
-    the numba kernels of ``kv.fast`` where they can (the same rows as polars')."""
-    if compiled and tpls and _parse_compiled(chunk, first_lineno, tpls, sink, acc, parser, original, feed):
+    leave go to ``feed`` as they are in the file), or ``hidden``: where the chunk's ``HIDDEN``
+    lines start, and their text as filed (``hide_few_ranked``). ``compiled``: read the
+    templates' lines with the numba kernels of ``kv.fast`` where they can (the same rows as
+    polars')."""
+    if compiled and tpls and _parse_compiled(chunk, first_lineno, tpls, sink, acc, parser, original, feed,
+                                             hidden):
         return
+    if hidden:
+        original = lines_of(chunk).scatter(rows_at(chunk, hidden[0]), hidden[1])
     width = max((len(t.keys) for t in tpls), default=0) + 2
     cells = read_cells(chunk, width) if tpls else None
     if cells is None:
@@ -213,7 +221,8 @@ def parse_chunk(chunk: bytes, first_lineno: int, tpls: list[Template], sink: Sin
 
 def _parse_compiled(chunk: bytes, first_lineno: int, tpls: list[Template], sink: Sink, acc: Accounting,
                     parser: LineParser, original: pl.Series | None,
-                    feed: Callable[[Any, int, str], str | None]) -> bool:
+                    feed: Callable[[Any, int, str], str | None],
+                    hidden: tuple[list[int], list[str]] | None) -> bool:
     """``parse_chunk`` with the numba kernels; False where they leave the chunk to polars (bytes
     the cells reader refuses, a key that is a step written as a list)."""
     from losslens.logs.formats.kv import fast
@@ -239,7 +248,24 @@ def _parse_compiled(chunk: bytes, first_lineno: int, tpls: list[Template], sink:
         pending = _read_template(rows, t, lineno, sink, pending)
         if not pending.any():
             break
-    account_chunk(chunk, original, lineno, blank, pending, n_idle, sink, acc, parser, feed)
+
+    filed = {} if hidden is None else \
+        dict(zip(np.searchsorted(lines.starts, hidden[0]).tolist(), hidden[1], strict=True))
+
+    def texts(rows: np.ndarray) -> list[str]:
+        """The lines at ``rows`` as filed (a line that is not UTF-8: the whole chunk's, as
+        ``lines_of`` reads it)."""
+        try:
+            return [filed[r] if r in filed else chunk[lines.starts[r]:lines.ends[r]].decode()
+                    for r in rows.tolist()]
+        except UnicodeDecodeError:
+            whole = lines_of(chunk)
+            if filed:
+                whole = whole.scatter(list(filed), list(filed.values()))
+            return whole.gather(rows).to_list()
+
+    account_chunk(chunk, original, lineno, blank, pending, n_idle, sink, acc, parser, feed,
+                  texts if original is None else None)
     return True
 
 
@@ -250,10 +276,17 @@ def read_chunk(chunk: bytes, first: int, tpls: list[Template] | None, sink: Sink
     their time and rank kept. The templates (found in this chunk when ``tpls`` is None) are
     returned for the next chunk."""
 
-    data, original, _ = without_prefixes(chunk, first, strip, sink)
+    # (the kernels need the lines as filed only where the parser reads them: a few lines behind a
+    # rank prefix are hidden, each kept as filed, instead of every line of the chunk made twice)
+    few = hide_few_ranked(chunk) if compiled and not strip else None
+    if few is not None:
+        sink.tags = None
+        data, original, hidden = few[0], None, few[1:]
+    else:
+        (data, original, _), hidden = without_prefixes(chunk, first, strip, sink), None
     if tpls is None:
         tpls = templates(decode_lines(data[: 1 << 20])[: SAMPLE_LINES])
-    parse_chunk(data, first, tpls, sink, acc, parser, original, ranked_feed(sink, strip), compiled)
+    parse_chunk(data, first, tpls, sink, acc, parser, original, ranked_feed(sink, strip), compiled, hidden)
     sink.tags = None
     return tpls
 
