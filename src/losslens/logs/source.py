@@ -114,8 +114,8 @@ class Source:
             nl = more.rfind(b"\n") + 1
             if nl:
                 first = more.find(b"\n")  # where the unfinished line ends
-                line = b"".join(pending) + (mark if cut else more[:first])
-                yield line + more[first:nl]
+                whole = memoryview(more)[first if cut else 0:nl]  # (joined once: one copy)
+                yield b"".join([*pending, mark, whole] if cut else [*pending, whole])
                 pending, held, cut = [more[nl:]], len(more) - nl, False
             elif not cut:
                 pending.append(more)
