@@ -424,11 +424,11 @@ def _ranked_starts(chunk: bytes) -> list[int] | None:
 def hide_few_ranked(chunk: bytes) -> tuple[bytes, list[int], list[str]] | None:
     """``without_prefixes``' few lines behind a rank prefix, for a reader that needs the lines as
     filed only where the parser reads them: the chunk with those lines ``HIDDEN``, where each
-    hidden line starts in it, and each one's text as filed; None where no line, or too many,
-    are behind one."""
-    few = _ranked_starts(chunk) if _RANK_MARK.search(chunk) else None
+    hidden line starts in it, and each one's text as filed (the chunk as it is where no line is
+    behind one); None where too many are."""
+    few = _ranked_starts(chunk) if _RANK_MARK.search(chunk) else []
     if not few:
-        return None
+        return None if few is None else (chunk, [], [])
     ends = [len(chunk) if (e := chunk.find(b"\n", s)) < 0 else e for s in few]
     lines = [chunk[s:e].decode("utf-8", "replace").removesuffix("\r") for s, e in zip(few, ends, strict=True)]
     # (each hidden line is one byte: it starts where it did, less what the ones before lost)

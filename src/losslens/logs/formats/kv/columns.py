@@ -281,7 +281,7 @@ def read_chunk(chunk: bytes, first: int, tpls: list[Template] | None, sink: Sink
     few = hide_few_ranked(chunk) if compiled and not strip else None
     if few is not None:
         sink.tags = None
-        data, original, hidden = few[0], None, few[1:]
+        data, original, hidden = few[0], None, (few[1:] if few[1] else None)
     else:
         (data, original, _), hidden = without_prefixes(chunk, first, strip, sink), None
     if tpls is None:
