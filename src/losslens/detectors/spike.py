@@ -86,24 +86,25 @@ class Spike(Detector):
         v, steps = kept(np.isfinite(series.values) & (series.values > 0), series.values, series.steps)
         if len(v) <= self.history:
             return Skipped(self.name, series.metric, f"only {len(v)} points; needs {self.history + 1}")
-        flagged, level, z, lagging, centred = _rule(v, self.window, self.z, self.min_ratio,
-                                                    self.history)
+        flagged, level, z, lagging, excursion = _rule(v, self.window, self.z, self.min_ratio,
+                                                      self.history)
         if not flagged.any():
             return []
+        # (a flag is only ever cleared below: the z-scores of the records flagged now are kept)
+        at_flag = np.flatnonzero(flagged)
+        z_at_flag = z[at_flag]
+        del z
         # heavy-tailed noise: a spike must also stand out from the series' own tail, measured as
         # the excursion above the local level (log ratio): a z-score is not comparable along a
         # run (the MAD of a steep early fall is wide), and would let a ×2 draw late in the run
         # pass where a ×3 standout early in it does not
         # (about the rule's centred median: the lagging one stands off a steep fall, which would
         # count as the tail; in place where it can be: 80 MB an array at 10M records)
-        excursion = np.log(v)
-        excursion -= centred
-        del centred
         rest = excursion[self.history:][~flagged[self.history:]]
         np.abs(rest, out=rest)
         if len(rest) >= 200:  # enough points for the series' own 99th percentile to mean something
             flagged &= excursion > self.tail_factor * float(np.quantile(rest, 0.99, overwrite_input=True))
-        del rest
+        del rest, excursion
         if not flagged.any():
             return []
         groups = self._groups(flagged)
@@ -121,8 +122,9 @@ class Spike(Detector):
         draws, alpha = noise_draws(v, level, flagged, self.window, self.tail_share, tops) or (None, 0.0)
         grad = (series.context or {}).get("grad_norm")
         grad_spikes = _grad_spikes(grad, series.steps) if grad is not None else None
+        z_top = z_at_flag[np.searchsorted(at_flag, tops)]
         out = []
-        for i, (g, top) in enumerate(zip(groups, tops, strict=True)):
+        for i, (g, top, z) in enumerate(zip(groups, tops, z_top.tolist(), strict=True)):
             lead = _grad_lead(grad_spikes, int(steps[top])) if grad_spikes is not None else None
             # how often the run's own noise makes an excursion this large; a grad-norm spike
             # before it says it was an event, whatever the noise
@@ -133,14 +135,14 @@ class Spike(Detector):
             after = v[g[-1] + 1:g[-1] + 1 + self.cluster]
             recovered = self._recovered(v, level, g)
             summary = (f"{series.metric} spikes to {fmt_number(v[top])} at step {int(steps[top])}, "
-                       f"{fmt_times(ratio)} the local level {fmt_number(level[top])} (z={z[top]:.0f})")
+                       f"{fmt_times(ratio)} the local level {fmt_number(level[top])} (z={z:.0f})")
             summary += (f", {len(g)} spiking records" if len(g) > 1 else "")
             summary += ("; back to the level right after" if recovered else
                         "; not recovered by the end of the cluster" if len(after) else
                         "; the log ends before it recovers")
             evidence: dict = {"peak_step": int(steps[top]), "value": float(v[top]),
                               "local_level": float(level[top]), "ratio": round(ratio, 3),
-                              "z": round(float(z[top]), 1), "records": int(len(g)),
+                              "z": round(z, 1), "records": int(len(g)),
                               "recovered": recovered}
             severity = Severity.WARNING
             if by_noise is not None:
@@ -185,9 +187,11 @@ def spikes(v: np.ndarray, window: int, k: float, min_ratio: float, history: int
 
 def _rule(v: np.ndarray, window: int, k: float, min_ratio: float, history: int
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``spikes``, and the centred rolling median of log(v) over ``window // 2`` records each
-    side that its detrended scale is taken about (``Spike.detect``'s tail test measures the
-    excursions about it too: one median, not two)."""
+    """``spikes``, and each record's excursion log(v) less the centred rolling median of log(v)
+    over ``window // 2`` records each side that its detrended scale is taken about
+    (``Spike.detect``'s tail test measures the excursions about it too: one median, not two).
+    At most six arrays of the series' length are held at once (each 80 MB at 10M records): the
+    later ones are made in the place of those they follow."""
     # in place where it can be: on a 10M-record loss each temporary is 80 MB
     x = np.log(v)
     n = len(x)
@@ -207,30 +211,34 @@ def _rule(v: np.ndarray, window: int, k: float, min_ratio: float, history: int
     # and the smaller of the two is the noise
     centred = rolling_median(x, 2 * (window // 2) + 1, center=True)
     detrended = _detrended_scale(x, centred, window)
+    # (polars' median may be a read-only view of its own buffer: then a new array)
+    excursion = np.subtract(x, centred, out=centred if centred.flags.writeable else None)
     lagging = scale.copy()
     np.fmin(scale, detrended, out=scale)
     del detrended
     scale *= 1.4826
     lagging *= 1.4826
     z = np.subtract(x, med, out=x)
-    level = np.exp(med)
-    del med
+    level = np.exp(med, out=med)
     # ...and the lagging median stands above a steep fall: a spike is also that many times the
     # median of the few records before it
-    recent = _late(rolling_median(v, SHORT, center=False), n) if n > SHORT else level
-    big = v >= min_ratio * np.fmin(level, recent)
+    recent = _late(rolling_median(v, SHORT, center=False), n) if n > SHORT else level.copy()
+    np.fmin(level, recent, out=recent)
+    recent *= min_ratio
+    big = v >= recent
     del recent
     for s in (lagging, scale):  # (each with its own floor: half its median)
         floor = np.nanmedian(s[history:]) * 0.5 if n > history else 0.0
         np.maximum(np.nan_to_num(s, nan=0.0, copy=False), max(floor, 1e-3), out=s)
-    lagging = (z > k * lagging) & big
+    lagging *= k
+    lagging = np.greater(z, lagging) & big
     lagging[:history] = False
     z /= scale
     del scale
     z[:history] = 0.0
     flagged = (z > k) & big
     flagged[:history] = False
-    return flagged, level, np.nan_to_num(z, copy=False), lagging, centred
+    return flagged, level, np.nan_to_num(z, copy=False), lagging, excursion
 
 
 def _detrended_scale(x: np.ndarray, centred: np.ndarray, window: int) -> np.ndarray:
@@ -239,11 +247,12 @@ def _detrended_scale(x: np.ndarray, centred: np.ndarray, window: int) -> np.ndar
     records each side): only values before the record enter it. NaN where fewer than
     ``window // 2`` records are that far back."""
     n, h = len(x), window // 2
-    out = np.full(n, np.nan)
     if h < 1 or n <= 2 * h + 1:
-        return out
-    res = np.abs(x - centred)
+        return np.full(n, np.nan)
+    res = np.abs(np.subtract(x, centred))
     typical = rolling_median(res, window, center=False)  # of res[j - window + 1 .. j]
+    out = res  # (its buffer: res is read)
+    out[:2 * h + 1] = np.nan
     out[2 * h + 1:] = typical[h:n - h - 1]  # record i: res up to i - h - 1, centred up to i - 1
     return out
 
