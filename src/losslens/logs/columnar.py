@@ -421,32 +421,6 @@ def _ranked_starts(chunk: bytes) -> list[int] | None:
     return starts
 
 
-def hide_few_ranked(chunk: bytes) -> tuple[bytes, list[int], list[str]] | None:
-    """``without_prefixes``' few lines behind a rank prefix, for a reader that needs the lines as
-    filed only where the parser reads them: the chunk with those lines ``HIDDEN``, where each
-    hidden line starts in it, and each one's text as filed (the chunk as it is where no line is
-    behind one); None where too many are."""
-    few = _ranked_starts(chunk) if _RANK_MARK.search(chunk) else []
-    if not few:
-        return None if few is None else (chunk, [], [])
-    ends = [len(chunk) if (e := chunk.find(b"\n", s)) < 0 else e for s in few]
-    lines = [chunk[s:e].decode("utf-8", "replace").removesuffix("\r") for s, e in zip(few, ends, strict=True)]
-    # (each hidden line is one byte: it starts where it did, less what the ones before lost)
-    lost = np.cumsum([0] + [e - s - len(HIDDEN) for s, e in zip(few, ends, strict=True)])[:-1]
-    return _hidden(chunk, few), (np.array(few) - lost).tolist(), lines
-
-
-def rows_at(chunk: bytes, starts: list[int]) -> list[int]:
-    """The index in the chunk of each line starting at ``starts`` (ascending): the newlines
-    before it."""
-    rows, row, at = [], 0, 0
-    for s in starts:
-        row += chunk.count(b"\n", at, s)
-        rows.append(row)
-        at = s
-    return rows
-
-
 def _hidden(chunk: bytes, starts: list[int]) -> bytes:
     """``chunk`` with the lines that start at ``starts`` as ``HIDDEN`` (their newlines kept)."""
     parts, at = [], 0
@@ -629,7 +603,9 @@ def without_prefixes(chunk: bytes, first_lineno: int, strip: bool, sink: Sink
         if not few:
             return chunk, None, None
         original = lines_of(chunk)
-        return _hidden(chunk, few), original, original.clone().scatter(rows_at(chunk, few), HIDDEN)
+        # each hidden line's index in the chunk: the newlines before its start
+        at = np.searchsorted(np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10), few)
+        return _hidden(chunk, few), original, original.clone().scatter(at, HIDDEN)  # (in place)
     text = lines_of(chunk)
     rest, tags = cut_prefixes(text, strip)
     if tags is None and rest.fill_null("").equals(text.fill_null("")):

@@ -130,6 +130,18 @@ def test_lines_and_blanks() -> None:
         assert got == chunk.decode().split("\n")[: len(got)]
         assert list(lines.blank) == [not x.strip() for x in got]
     assert len(fast.split_lines(b"").starts) == 0
+    # which lines start behind a torchrun rank prefix, as the pattern the polars path uses says
+    from losslens.logs.columnar import _RANK_LINE
+
+    checked = 0
+    for _ in range(2000):
+        text = "".join(rng.choice([" ", "\t", "\x0b", "\x0c", "[", "]", ":", "rank", "_", "7", "12", "x",
+                                   "default", "[rank1]:", "\u00e9"]) for _ in range(rng.randint(0, 7)))
+        lines = fast.split_lines(text.encode() + b"\n")
+        if lines is not None:  # (None: text past ASCII and spaces only, which polars reads)
+            assert bool(lines.ranked[0]) == bool(_RANK_LINE.match(text.encode())), text
+            checked += 1
+    assert checked > 1900
     # a line of Unicode spaces only: polars decides whether it is blank
     assert fast.split_lines("a=1\n\u3000\n".encode()) is None
 

@@ -22,17 +22,16 @@ import polars as pl
 from losslens.logs.base import TIMESTAMP, LineParser
 from losslens.logs.columnar import (
     ENGINE,
+    FEW_RANKED,
     account_chunk,
     add_rows,
     any_of,
     column_unit_scale,
     first_reading,
-    hide_few_ranked,
     line_numbers,
     lines_of,
     metric_columns,
     ranked_feed,
-    rows_at,
     times,
     unit_of,
     without_prefixes,
@@ -180,18 +179,18 @@ def _read_template(rows: pl.DataFrame, t: Template, lineno: pl.Series, sink: Sin
 def parse_chunk(chunk: bytes, first_lineno: int, tpls: list[Template], sink: Sink,
                 acc: Accounting, parser: LineParser, original: pl.Series | None = None,
                 feed: Callable[[Any, int, str], str | None] = feed_line, compiled: bool = False,
-                hidden: tuple[list[int], list[str]] | None = None) -> None:
+                lines: Any = None) -> None:
     """Parse one chunk (whole lines) into ``sink`` and ``acc``. ``original``: the chunk's lines as
     the file has them, when ``chunk`` holds them without their prefixes (the lines the templates
-    leave go to ``feed`` as they are in the file), or ``hidden``: where the chunk's ``HIDDEN``
-    lines start, and their text as filed (``hide_few_ranked``). ``compiled``: read the
-    templates' lines with the numba kernels of ``kv.fast`` where they can (the same rows as
-    polars')."""
+    leave go to ``feed`` as they are in the file). ``compiled``: read the templates' lines with
+    the numba kernels of ``kv.fast`` where they can (the same rows as polars'); ``lines``: the
+    chunk's ``kv.fast.Lines``, where the chunk is as filed, its few lines behind a rank prefix
+    left to the parser (see ``read_chunk``)."""
     if compiled and tpls and _parse_compiled(chunk, first_lineno, tpls, sink, acc, parser, original, feed,
-                                             hidden):
+                                             lines):
         return
-    if hidden:
-        original = lines_of(chunk).scatter(rows_at(chunk, hidden[0]), hidden[1])
+    if lines is not None and lines.ranked.any():  # (the polars path cuts or hides them first)
+        chunk, original, _ = without_prefixes(chunk, first_lineno, False, sink)
     width = max((len(t.keys) for t in tpls), default=0) + 2
     cells = read_cells(chunk, width) if tpls else None
     if cells is None:
@@ -221,17 +220,18 @@ def parse_chunk(chunk: bytes, first_lineno: int, tpls: list[Template], sink: Sin
 
 def _parse_compiled(chunk: bytes, first_lineno: int, tpls: list[Template], sink: Sink, acc: Accounting,
                     parser: LineParser, original: pl.Series | None,
-                    feed: Callable[[Any, int, str], str | None],
-                    hidden: tuple[list[int], list[str]] | None) -> bool:
+                    feed: Callable[[Any, int, str], str | None], lines: Any = None) -> bool:
     """``parse_chunk`` with the numba kernels; False where they leave the chunk to polars (bytes
-    the cells reader refuses, a key that is a step written as a list)."""
+    the cells reader refuses, a key that is a step written as a list). A line behind a rank
+    prefix is no template's: the parser reads it (and cuts and tags its prefix)."""
     from losslens.logs.formats.kv import fast
 
     steps = [[k.strip().lower() in STEP_KEYS for k in t.keys] for t in tpls]
     if any(s and listed for t, st in zip(tpls, steps, strict=True)
            for s, listed in zip(st, t.lists, strict=True)):
         return False
-    lines = fast.split_lines(chunk)
+    if lines is None:
+        lines = fast.split_lines(chunk)
     if lines is None:
         return False
     n = len(lines.starts)
@@ -244,25 +244,18 @@ def _parse_compiled(chunk: bytes, first_lineno: int, tpls: list[Template], sink:
     check_rate = b"tok/s" in chunk
     for t, st in zip(tpls, steps, strict=True):
         scales = [column_unit_scale(u) or np.nan if u else np.nan for u in t.units]
-        rows = fast.template_rows(lines, pending.to_numpy(), t, check_rate, st, scales)
+        rows = fast.template_rows(lines, pending.to_numpy() & ~lines.ranked, t, check_rate, st, scales)
         pending = _read_template(rows, t, lineno, sink, pending)
         if not pending.any():
             break
 
-    filed = {} if hidden is None else \
-        dict(zip(np.searchsorted(lines.starts, hidden[0]).tolist(), hidden[1], strict=True))
-
     def texts(rows: np.ndarray) -> list[str]:
-        """The lines at ``rows`` as filed (a line that is not UTF-8: the whole chunk's, as
-        ``lines_of`` reads it)."""
+        """The lines at ``rows`` (a line that is not UTF-8: the whole chunk's, as ``lines_of``
+        reads it)."""
         try:
-            return [filed[r] if r in filed else chunk[lines.starts[r]:lines.ends[r]].decode()
-                    for r in rows.tolist()]
+            return [chunk[lines.starts[r]:lines.ends[r]].decode() for r in rows.tolist()]
         except UnicodeDecodeError:
-            whole = lines_of(chunk)
-            if filed:
-                whole = whole.scatter(list(filed), list(filed.values()))
-            return whole.gather(rows).to_list()
+            return lines_of(chunk).gather(rows).to_list()
 
     account_chunk(chunk, original, lineno, blank, pending, n_idle, sink, acc, parser, feed,
                   texts if original is None else None)
@@ -276,19 +269,31 @@ def read_chunk(chunk: bytes, first: int, tpls: list[Template] | None, sink: Sink
     their time and rank kept. The templates (found in this chunk when ``tpls`` is None) are
     returned for the next chunk."""
 
-    # (the kernels need the lines as filed only where the parser reads them: a few lines behind a
-    # rank prefix are hidden, each kept as filed, instead of every line of the chunk made twice)
-    few = hide_few_ranked(chunk) if compiled and not strip else None
-    if few is not None:
+    # (the kernels read a chunk as filed where few of its lines are behind a rank prefix: those
+    # are the parser's, and no line is made a string but those it reads)
+    lines = _with_few_ranked(chunk) if compiled and not strip else None
+    if lines is not None:
         sink.tags = None
-        data, original, hidden = few[0], None, (few[1:] if few[1] else None)
+        data, original = chunk, None
     else:
-        (data, original, _), hidden = without_prefixes(chunk, first, strip, sink), None
+        data, original, _ = without_prefixes(chunk, first, strip, sink)
     if tpls is None:
         tpls = templates(decode_lines(data[: 1 << 20])[: SAMPLE_LINES])
-    parse_chunk(data, first, tpls, sink, acc, parser, original, ranked_feed(sink, strip), compiled, hidden)
+    parse_chunk(data, first, tpls, sink, acc, parser, original, ranked_feed(sink, strip), compiled, lines)
     sink.tags = None
     return tpls
+
+
+def _with_few_ranked(chunk: bytes) -> Any:
+    """The chunk's ``kv.fast.Lines`` where at most one line in FEW_RANKED is behind a rank prefix
+    (as ``without_prefixes`` leaves such lines to the parser), else None."""
+    from losslens.logs.formats.kv import fast
+
+    lines = fast.split_lines(chunk)
+    if lines is None:
+        return None
+    ranked = int(lines.ranked.sum())
+    return lines if not ranked or ranked < len(lines.starts) // FEW_RANKED else None
 
 
 class TemplateReader:

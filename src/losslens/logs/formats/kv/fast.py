@@ -47,12 +47,13 @@ def _bytes_of(parts: list[str]) -> tuple[np.ndarray, np.ndarray]:
 
 class Lines:
     """A chunk's bytes, where its lines start and end (numpy finds the newlines: its compares run
-    on whole vectors) and which are blank, found once for every template."""
+    on whole vectors), which are blank and which start behind a torchrun rank prefix, found once
+    for every template."""
 
     def __init__(self, buf: np.ndarray, blanks: Any) -> None:
         self.buf = buf
         self.starts, self.ends = line_bounds(buf)
-        self.blank, self.unsure = blanks(buf, self.starts, self.ends)
+        self.blank, self.unsure, self.ranked = blanks(buf, self.starts, self.ends)
         self._room: tuple[np.ndarray, int] | None = None
 
     def room(self) -> tuple[np.ndarray, int]:

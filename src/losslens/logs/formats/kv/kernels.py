@@ -34,13 +34,15 @@ def _value_end(c: int) -> bool:
 
 @njit(cache=True, nogil=True)
 def blanks(buf, starts, ends):
-    """Whether each line is blank (ASCII whitespace only), and whether some line's blankness
-    needs Unicode (non-ASCII bytes and no other character): the caller then reads the chunk with
-    polars."""
+    """Whether each line is blank (ASCII whitespace only), whether some line's blankness needs
+    Unicode (non-ASCII bytes and no other character: the caller then reads the chunk with
+    polars), and whether each line starts behind a torchrun rank prefix (``_rank_prefixed``)."""
     n = len(starts)
     blank = np.zeros(n, dtype=np.bool_)
+    ranked = np.zeros(n, dtype=np.bool_)
     unsure = False
     for r in range(n):
+        ranked[r] = _rank_prefixed(buf, starts[r], ends[r])
         white, high = True, False
         for j in range(starts[r], ends[r]):
             c = buf[j]
@@ -52,7 +54,24 @@ def blanks(buf, starts, ends):
         blank[r] = white and not high
         if white and high:
             unsure = True
-    return blank, unsure
+    return blank, unsure, ranked
+
+
+@njit(cache=True, nogil=True)
+def _rank_prefixed(buf, i, end):
+    """Whether the line buf[i:end] starts as ``columnar._RANK_LINE`` matches it:
+    '[ \\t\\f\\v]*\\[(?:[A-Za-z_]+)?\\d+\\]:' ('[rank3]:', '  [7]:')."""
+    while i < end and (buf[i] == SP or buf[i] == TAB or buf[i] == FF or buf[i] == VT):
+        i += 1
+    if i >= end or buf[i] != LBR:
+        return False
+    i += 1
+    while i < end and ((65 <= buf[i] <= 90) or (97 <= buf[i] <= 122) or buf[i] == 95):
+        i += 1
+    digits = i
+    while i < end and ZERO <= buf[i] <= NINE:
+        i += 1
+    return digits < i and i + 1 < end and buf[i] == RBR and buf[i + 1] == COLON
 
 
 @njit(cache=True, nogil=True)
