@@ -140,4 +140,6 @@ def _lists(flat: np.ndarray, counts: np.ndarray, at: np.ndarray, fit: np.ndarray
             "row", maintain_order=True).agg("v")
         col = pl.DataFrame({"row": np.arange(n, dtype=np.int64)}).join(
             grouped, on="row", how="left", maintain_order="left")["v"]
+    if fit.all():
+        return col
     return pl.select(pl.when(pl.lit(pl.Series(fit))).then(pl.lit(col))).to_series()
