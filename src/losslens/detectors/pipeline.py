@@ -51,11 +51,12 @@ class PipelineStall(Detector):
         extensions=(
             ('`{kind}` (extension, the frameworks issue)',
              'also a step whose time (under any name: `rtime`, `itime`, `iter_time`, `step_time`, '
-             "`time(s)`, `dt`, `*_ms`, `data_time`, an elapsed time's increments, or from tqdm's redraws "
-             "where the records carry no time) is far above the run's (evidence: steps, seconds, "
-             "usual_s, periodic); a few slow steps in a row (a progress bar's update spreads a stall "
-             'over the steps it covers) are one stall when they took 0.5 s more than usual in all and '
-             'the steps are fast again after them'),
+             "`time(s)`, `dt`, `*_ms`, `data_time`, an elapsed time's increments, or from tqdm's "
+             "redraws where the records carry no time) is far above the run's, but for the slow steps "
+             "a run or a resumed segment starts with (its start-up: compiling, CUDA's first kernels) "
+             "(evidence: steps, seconds, usual_s, periodic); a few slow steps in a row (a progress "
+             "bar's update spreads a stall over the steps it covers) are one stall when they took "
+             '0.5 s more than usual in all and the steps are fast again after them'),
         ),
     )
     metrics = ("q_*", "time")  # queue columns are found per log (see wants)
@@ -191,6 +192,10 @@ class PipelineStall(Detector):
         # over) that took stall_min_s more than usual in all, and after which the steps are
         # fast again (a slow-down that lasts to the end is a throughput drop, not a stall)
         runs = runs_of(np.flatnonzero(t >= usual * self.gap_ratio))
+        # the slow steps a run (or a resumed segment) starts with are its start-up: compiling
+        # (nanoGPT's iter 0 under torch.compile takes 30 s), CUDA's first kernels, the data
+        # loader's first workers; no stall
+        runs = [r for r in runs if r[0] > 0]
         runs = [r for r in runs if float(np.sum(t[r] - usual)) * scale >= self.stall_min_s
                 and (r[-1] + 1 < len(t) or len(r) <= 2) and len(r) <= max(2, len(t) // 10)]
         if not runs:

@@ -30,3 +30,26 @@ def test_a_queue_that_fills_to_its_bound_is_not_a_backlog() -> None:
     depth = np.minimum(64, 2 + 0.01 * steps) + rng.normal(0, 1, len(steps))
     loss = 2.0 + rng.normal(0, 0.02, len(steps))
     assert of(analyze(from_arrays(steps, loss=loss, queue_depth=depth)), "pipeline_stall") == []
+
+
+@pytest.mark.parametrize("warmup", [[30.0], [30.0, 4.0, 2.5]])
+def test_the_slow_steps_a_run_starts_with_are_its_start_up_not_a_stall(warmup: list[float]) -> None:
+    """nanoGPT's iter 0 under torch.compile takes 30 s against 0.1 s after it (and a compiled run
+    may recompile for a few steps more): start-up, no stall; a stall later in the same run, and
+    the first steps after a restart, are told apart as before."""
+    rng = np.random.default_rng(7)
+    n = 400
+    steps = np.arange(n)
+    loss = 3.0 - steps / 400 + rng.normal(0, 0.01, n)
+    dt = 0.1 + rng.normal(0, 0.003, n)
+    dt[:len(warmup)] = warmup
+    assert of(analyze(from_arrays(steps, loss=loss, step_time_s=dt)), "pipeline_stall") == []
+    # resumed at step 200 (the step goes back): the resumed segment's start-up is no stall either
+    resumed = np.concatenate([steps[:300], steps[200:300]])
+    again = np.concatenate([dt[:300], np.r_[warmup, dt[200 + len(warmup):300]]])
+    found = of(analyze(from_arrays(resumed, loss=np.concatenate([loss[:300], loss[200:300]]),
+                                   step_time_s=again)), "pipeline_stall")
+    assert found == []
+    dt[250] = 12.0  # a data loader that waited 12 s
+    (f,) = of(analyze(from_arrays(steps, loss=loss, step_time_s=dt)), "pipeline_stall")
+    assert (f.start_step, f.evidence["steps"]) == (250, [250])
