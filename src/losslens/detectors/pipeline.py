@@ -195,8 +195,7 @@ class PipelineStall(Detector):
         # the slow steps a run (or a resumed segment) starts with are its start-up: compiling
         # (nanoGPT's iter 0 under torch.compile takes 30 s), CUDA's first kernels, the data
         # loader's first workers; no stall
-        runs = [r for r in runs if r[0] > 0]
-        runs = [r for r in runs if float(np.sum(t[r] - usual)) * scale >= self.stall_min_s
+        runs = [r for r in runs if r[0] > 0 and float(np.sum(t[r] - usual)) * scale >= self.stall_min_s
                 and (r[-1] + 1 < len(t) or len(r) <= 2) and len(r) <= max(2, len(t) // 10)]
         if not runs:
             return []

@@ -249,7 +249,8 @@ def _detrended_scale(x: np.ndarray, centred: np.ndarray, window: int) -> np.ndar
     n, h = len(x), window // 2
     if h < 1 or n <= 2 * h + 1:
         return np.full(n, np.nan)
-    res = np.abs(np.subtract(x, centred))
+    res = np.subtract(x, centred)
+    np.abs(res, out=res)
     typical = rolling_median(res, window, center=False)  # of res[j - window + 1 .. j]
     out = res  # (its buffer: res is read)
     out[:2 * h + 1] = np.nan

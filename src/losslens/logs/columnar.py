@@ -405,12 +405,18 @@ FEW_RANKED = 32  # at most one line in this many behind a rank prefix: those lin
 HIDDEN = "\x01"
 
 
+def most_ranked(lines: int) -> int:
+    """How many lines behind a rank prefix make a chunk of ``lines`` lines too many to leave them
+    to the per-line parser: one in FEW_RANKED (any, in a chunk of fewer lines)."""
+    return lines // FEW_RANKED
+
+
 def _ranked_starts(chunk: bytes) -> list[int] | None:
     """Where the chunk's lines behind a torchrun rank prefix start, where they are few (at most one
     line in FEW_RANKED: a rank's NCCL warning among rank 0's records), else None. Cutting the
     prefixes column-wise costs a pass over every line of the chunk; those few lines are left to
     the per-line parser instead, which cuts them and tags their rank (``base.feed_ranked``)."""
-    most = count_lines(chunk) // FEW_RANKED
+    most = most_ranked(count_lines(chunk))
     starts: list[int] = []
     for m in _RANK_MARK.finditer(chunk):  # (']:' is rare in a log: its lines are looked at alone)
         start = chunk.rfind(b"\n", 0, m.start()) + 1

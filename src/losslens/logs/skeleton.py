@@ -34,6 +34,7 @@ from losslens.logs.columnar import (
     FEW_RANKED,
     account_line,
     count_skipped,
+    most_ranked,
     ranked_feed,
     read_chunk,
     tagged,
@@ -512,7 +513,7 @@ class SkeletonReader:
         s = cut() if strip else scanned(chunk)
         # a few lines behind a rank prefix stay as they are: their skeletons are their own, and
         # the probe reads a line as the parser does (its rank cut and tagged); many are cut first
-        if not strip and int(s.ranked.sum()) > len(s.starts) // FEW_RANKED:
+        if not strip and int(s.ranked.sum()) > most_ranked(len(s.starts)):
             s = cut()
         return self._take(s, original, first, sink, acc, parser, strip)
 
@@ -542,9 +543,9 @@ class SkeletonReader:
         alike: dict[tuple[Any, ...], tuple[Template, list[int], list[np.ndarray]]] = {}
         groups = [g for g in range(len(keys)) if counts[g] >= MIN_LINES]
         single = self.fmt.single_line
+        stateful = single is not None
         if single is not None and self.primer is None:  # (records first: a skipped line is learned after one)
             groups.sort(key=lambda g: not single(s.text(int(where[order[bounds[g]]]))))
-        stateful = single is not None
         for g in groups:
             h = int(keys[g])
             rows = where[order[bounds[g]:bounds[g + 1]]]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from losslens.logs.formats.kv.kernels import _stamp
+from losslens.logs.formats.kv.kernels import _stamp, rank_prefixed
 
 NL, TAB, CR, SP, COMMA, DOT = 10, 9, 13, 32, 44, 46
 MINUS, PLUS, ZERO, NINE, E_LO, E_UP, UNDER = 45, 43, 48, 57, 101, 69, 95
@@ -104,25 +104,8 @@ def _number(buf, a, b):
 
 
 @njit(cache=True, nogil=True)
-def _ranked(buf, a, b):
-    """Whether the line starts with a torchrun rank prefix ('[rank3]:', columnar._RANK_LINE)."""
-    i = a
-    while i < b and (buf[i] == SP or buf[i] == TAB or buf[i] == 11 or buf[i] == 12):
-        i += 1
-    if i >= b or buf[i] != 91:  # '['
-        return False
-    i += 1
-    while i < b and ((65 <= buf[i] <= 90) or (97 <= buf[i] <= 122) or buf[i] == UNDER):
-        i += 1
-    d = i
-    while i < b and _digit(buf[i]):
-        i += 1
-    return i > d and i + 1 < b and buf[i] == 93 and buf[i + 1] == COLON
-
-
-@njit(cache=True, nogil=True)
 def _scan_row(buf, a, b, r, width, hashes, counts, values, starts, plain, usable, blank, ranked):
-    ranked[r] = _ranked(buf, a, b)
+    ranked[r] = rank_prefixed(buf, a, b)
     h = FNV_OFFSET
     k = 0
     white = True

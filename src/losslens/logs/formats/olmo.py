@@ -103,8 +103,8 @@ def olmo_rows(text: pl.Series, lineno: pl.Series, sink: Sink, parser: object = N
     rec = seg[in_record & head]  # the records' segment ids, in order
     if not len(rec):
         return pl.Series(np.zeros(n, dtype=bool))
-    order = np.searchsorted(rec, seg[in_record & field])  # each field line's record
     at = np.flatnonzero(in_record & head)  # each record's head line
+    order = np.searchsorted(rec, seg[in_record & field])  # each field line's record
     heads = head_g.struct.unnest().filter(pl.Series(in_record & head))
     mine = pl.Series(in_record & field)
     cols, bad = _olmo_columns(heads["2"], order, field_g.filter(mine), value.filter(mine),

@@ -22,7 +22,6 @@ import polars as pl
 from losslens.logs.base import TIMESTAMP, LineParser
 from losslens.logs.columnar import (
     ENGINE,
-    FEW_RANKED,
     account_chunk,
     add_rows,
     any_of,
@@ -31,6 +30,7 @@ from losslens.logs.columnar import (
     line_numbers,
     lines_of,
     metric_columns,
+    most_ranked,
     ranked_feed,
     times,
     unit_of,
@@ -285,15 +285,15 @@ def read_chunk(chunk: bytes, first: int, tpls: list[Template] | None, sink: Sink
 
 
 def _with_few_ranked(chunk: bytes) -> Any:
-    """The chunk's ``kv.fast.Lines`` where at most one line in FEW_RANKED is behind a rank prefix
-    (as ``without_prefixes`` leaves such lines to the parser), else None."""
+    """The chunk's ``kv.fast.Lines`` where few of its lines are behind a rank prefix (``most_ranked``,
+    as ``without_prefixes`` leaves such lines to the parser), else None."""
     from losslens.logs.formats.kv import fast
 
     lines = fast.split_lines(chunk)
     if lines is None:
         return None
     ranked = int(lines.ranked.sum())
-    return lines if not ranked or ranked < len(lines.starts) // FEW_RANKED else None
+    return lines if not ranked or ranked < most_ranked(len(lines.starts)) else None
 
 
 class TemplateReader:

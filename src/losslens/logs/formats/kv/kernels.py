@@ -36,13 +36,13 @@ def _value_end(c: int) -> bool:
 def blanks(buf, starts, ends):
     """Whether each line is blank (ASCII whitespace only), whether some line's blankness needs
     Unicode (non-ASCII bytes and no other character: the caller then reads the chunk with
-    polars), and whether each line starts behind a torchrun rank prefix (``_rank_prefixed``)."""
+    polars), and whether each line starts behind a torchrun rank prefix (``rank_prefixed``)."""
     n = len(starts)
     blank = np.zeros(n, dtype=np.bool_)
     ranked = np.zeros(n, dtype=np.bool_)
     unsure = False
     for r in range(n):
-        ranked[r] = _rank_prefixed(buf, starts[r], ends[r])
+        ranked[r] = rank_prefixed(buf, starts[r], ends[r])
         white, high = True, False
         for j in range(starts[r], ends[r]):
             c = buf[j]
@@ -58,9 +58,10 @@ def blanks(buf, starts, ends):
 
 
 @njit(cache=True, nogil=True)
-def _rank_prefixed(buf, i, end):
-    """Whether the line buf[i:end] starts as ``columnar._RANK_LINE`` matches it:
-    '[ \\t\\f\\v]*\\[(?:[A-Za-z_]+)?\\d+\\]:' ('[rank3]:', '  [7]:')."""
+def rank_prefixed(buf, i, end):
+    """Whether the line buf[i:end] starts with a torchrun rank prefix as ``columnar._RANK_LINE``
+    matches it: '[ \\t\\f\\v]*\\[(?:[A-Za-z_]+)?\\d+\\]:' ('[rank3]:', '  [7]:'). The skeleton
+    reader's scan uses it too."""
     while i < end and (buf[i] == SP or buf[i] == TAB or buf[i] == FF or buf[i] == VT):
         i += 1
     if i >= end or buf[i] != LBR:
