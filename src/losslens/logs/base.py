@@ -131,10 +131,21 @@ def count_matching(patterns: tuple[re.Pattern[str], ...], lines: list[str]) -> i
     return n
 
 
+# No line format but JSON writes a record this long on one line: 4,096 fields (the most a
+# record may have, sink.MAX_KEYS) of 256 bytes each. A line as long (a dumped tensor, a blob, a
+# line of one character) is skipped unread by the others, and the format is sniffed without it:
+# their patterns took seconds on such a line, and it could be no record of theirs.
+LONG_LINE = 1 << 20
+TOO_LONG = (f"a line of {LONG_LINE >> 20} MiB or more, too long for a record of this format (a dumped "
+            "tensor, a blob, more than 4,096 fields)")
+
+
 class LineParser(ABC):
     """State for one pass over one log. ``feed`` returns None when the line was understood
     (it produced or continued a record, or is part of the format's own structure) and a
     skip reason otherwise."""
+
+    long_lines = False  # reads records longer than LONG_LINE (a JSON line of histograms)
 
     def __init__(self, sink: Sink):
         self.sink = sink
@@ -158,6 +169,7 @@ class Format:
     # specific format reads at least a quarter as many sample lines
     generic: bool = False
     keeps_records: bool = False  # its parser revisits records it emitted (never compacted)
+    long_lines: bool = False  # its records may be longer than LONG_LINE (JSON Lines)
     # a column-wise reader for large files, in the format's own module: (text, lineno, sink,
     # parser) -> the rows it read (``columnar.Rows``, run on each chunk by ``stream.LineStream``);
     # the parser reads the lines it leaves
@@ -251,6 +263,8 @@ def feed_ranked(parser: LineParser, sink: Sink, lineno: int, line: str, strip: b
     before it (a timestamp, a logging level, a '> ' quote: see ``strip_prefixes``) are cut off,
     their time kept on the records the line completes; a torchrun rank prefix ('[rank3]: ') is
     cut off too and those records are tagged with that rank (see ``frame.assemble``)."""
+    if len(line) >= LONG_LINE and not parser.long_lines:
+        return TOO_LONG
     rest, when = strip_prefixes(line) if strip else (line, None)
     m = RANK_PREFIX.match(rest) if "]:" in rest[:32] else None
     if m is None and rest is line:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 
 from losslens.logs import registry
-from losslens.logs.base import RANK_PREFIX, Format, strip_prefixes
+from losslens.logs.base import LONG_LINE, RANK_PREFIX, Format, strip_prefixes
 from losslens.logs.names import unwrapped
 
 SNIFF_LINES = 400
@@ -35,18 +35,22 @@ class Samples:
 
     @classmethod
     def of(cls, lines: list[str], limit: int = SNIFF_LINES) -> Samples:
-        raw = [unwrapped(RANK_PREFIX.sub("", x, count=1))
+        raw = [x if len(x) >= LONG_LINE else unwrapped(RANK_PREFIX.sub("", x, count=1))
                for x in islice((x for x in lines if x.strip()), limit)]
-        cut = [strip_prefixes(x) for x in raw]
+        cut = [(x, None) if len(x) >= LONG_LINE else strip_prefixes(x) for x in raw]
         return cls(raw, [RANK_PREFIX.sub("", rest, count=1) for rest, _ in cut],
                    sum(when is not None for _, when in cut))
 
     def score(self, fmt: Format, stripped: bool = False) -> int:
-        """``fmt``'s sniff score on the lines as they are, or without a capture's prefixes."""
+        """``fmt``'s sniff score on the lines as they are, or without a capture's prefixes; a
+        line longer than any of its records is not shown to it (see ``base.LONG_LINE``)."""
         stripped = stripped and self.stripped != self.raw
         key = (fmt.name, stripped)
         if key not in self.scores:
-            self.scores[key] = fmt.sniff(self.stripped if stripped else self.raw)
+            lines = self.stripped if stripped else self.raw
+            if not fmt.long_lines and any(len(x) >= LONG_LINE for x in lines):
+                lines = [x for x in lines if len(x) < LONG_LINE]
+            self.scores[key] = fmt.sniff(lines)
         return self.scores[key]
 
 

@@ -15,6 +15,7 @@ import pytest
 from losslens import read_log, synth
 from losslens.errors import FormatError
 from losslens.logs import BY_NAME, FORMATS, sniff
+from losslens.logs.base import TOO_LONG
 from losslens.logs.names import canonical
 from tests.conftest import FIXTURES
 
@@ -758,3 +759,24 @@ def test_a_damaged_line_of_each_format_is_read_once(tmp_path: Path, fixture: str
     assert damaged_watch.returncode == watch.returncode, damaged_watch.stderr[-300:]
     count = json.loads(check.stdout)["steps"]["count"]
     assert json.loads(damaged_check.stdout)["steps"]["count"] in (count, count + 1)
+
+
+def test_a_line_of_a_mebibyte_is_skipped_unread_but_by_json_lines(tmp_path) -> None:
+    """A dumped tensor or a blob of a MiB or more is no record of a line format: skipped with its
+    reason, unread by their patterns (which took 9 s on an 8 MiB line) and not sniffed; a JSON
+    line that long (a record carrying histograms) is still read."""
+    blob = "loss: 1.0 " * (120 << 10)  # 1.2 MB, every piece of it a colon pair
+    lines = [f"step={i} loss={2 - i / 100:.3f}" for i in range(40)]
+    (tmp_path / "kv.log").write_text(blob + "\n" + "\n".join(lines[:20] + ["x" * (2 << 20)] + lines[20:])
+                                     + "\nstep=40 loss=nan\n")
+    log = read_log(tmp_path / "kv.log")
+    assert log.format == "kv" and log.train["step"].to_list() == list(range(41))
+    assert (log.lines.total, log.lines.parsed, log.lines.n_skipped) == (43, 41, 2)
+    assert log.lines.skipped[TOO_LONG] == 2
+    hist = {"bins": [i / 7 for i in range(90_000)]}
+    records = [{"step": i, "loss": 2 - i / 100, **(hist if i == 3 else {})} for i in range(30)]
+    (tmp_path / "h.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    assert len(json.dumps(records[3])) >= 1 << 20
+    log = read_log(tmp_path / "h.jsonl")
+    assert log.format == "jsonl" and log.train.height == 30 and log.lines.n_skipped == 0
+    assert log.train.filter(pl.col("step") == 3)["loss"].item() == 1.97

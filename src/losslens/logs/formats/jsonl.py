@@ -36,6 +36,7 @@ from losslens.logs.sink import MAX_KEYS, Accounting, Sink
 
 
 class _JsonlParser(RegexLineParser):
+    long_lines = True
     noise = COMMON_NOISE
 
     def feed(self, lineno: int, line: str) -> str | None:
@@ -188,6 +189,7 @@ class JsonLines(Format):
     name = "jsonl"
     rows = staticmethod(jsonl_rows)  # column-wise for large files
     line_records = True
+    long_lines = True
     title = ("JSON Lines metrics, any key naming (LLaMA-Factory trainer_log.jsonl, ms-swift "
              "logging.jsonl, train/loss, NaN/Infinity literals, bare nan/inf)")
     example = '{"current_steps": 10, "total_steps": 8660, "loss": 2.4977, "learning_rate": 5.77e-07}'
