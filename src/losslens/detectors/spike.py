@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -185,87 +187,148 @@ def spikes(v: np.ndarray, window: int, k: float, min_ratio: float, history: int
     return _rule(v, window, k, min_ratio, history)[:4]
 
 
+BLOCK = 1 << 20  # records: a longer series goes through the rule's steps a block at a time
+
+
 def _rule(v: np.ndarray, window: int, k: float, min_ratio: float, history: int
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``spikes``, and each record's excursion log(v) less the centred rolling median of log(v)
     over ``window // 2`` records each side that its detrended scale is taken about
     (``Spike.detect``'s tail test measures the excursions about it too: one median, not two).
-    At most six arrays of the series' length are held at once (each 80 MB at 10M records): the
-    later ones are made in the place of those they follow."""
-    # in place where it can be: on a 10M-record loss each temporary is 80 MB
+    Four arrays of the series' length are held at most (each 80 MB at 10M records): the
+    others are made and used a block of ``BLOCK`` records at a time (a rolling median's block
+    starts its window earlier: the same medians), or taken again (the log)."""
+    n = len(v)
+    # (in blocks only where every value is finite: a NaN's gap is filled across the whole series)
+    spans = _spans(n) if n > BLOCK and np.isfinite(v).all() else [(0, n)]
     x = np.log(v)
-    n = len(x)
     # the median of the ``window`` values before each one: x's causal median, a record late
-    # (a median over the previous values with a NaN in front costs two more arrays to fill)
-    med = _late(rolling_median(x, window, center=False) if n else x, n)
-    dev = np.empty_like(x)  # each previous value's deviation from that median
-    dev[:1] = np.nan
-    np.abs(np.subtract(x[:-1], med[1:], out=dev[1:]), out=dev[1:])
-    del x  # (taken again below: one array less while the deviations' median is taken)
-    scale = _late(rolling_median(dev[1:], window, center=False) if n > 1 else dev[1:], n)
-    del dev
-    x = np.log(v)
+    med = _late_median(partial(_rows, x), n, n, window, spans)
+    # a spike is also that many times the median of the few records before it (the lagging
+    # median stands above a steep fall)
+    big = np.empty(n, dtype=bool)
+    for a, b in spans:
+        level = np.exp(med[a:b])
+        if n > SHORT:
+            np.fmin(level, _late_rows(partial(_rows, v), n, n, SHORT, a, b), out=level)
+        level *= min_ratio
+        big[a:b] = v[a:b] >= level
+    # the scale: the median of each previous value's deviation from that median
+    scale = _late_median(partial(_deviations, x, med), n - 1, n, window, spans)
+    # flagged with that scale alone, the trend in it (``lagging``): its own floor, half its median
+    lag_floor = _floor(scale, 1.4826, history)
+    lagging = np.empty(n, dtype=bool)
+    for a, b in spans:
+        s = scale[a:b] * 1.4826
+        np.maximum(np.nan_to_num(s, nan=0.0, copy=False), lag_floor, out=s)
+        s *= k
+        lagging[a:b] = np.greater(np.subtract(x[a:b], med[a:b]), s) & big[a:b]
+    lagging[:history] = False
     # in a steep fall (or rise) the deviations from a median that lags it are the trend, not the
     # noise: a ×4 spike early in a run read as z=6. The scale is also taken about a centred
     # median, from records at least half a window back (their centred window is then all past),
     # and the smaller of the two is the noise
-    centred = rolling_median(x, 2 * (window // 2) + 1, center=True)
-    detrended = _detrended_scale(x, centred, window)
-    # (polars' median may be a read-only view of its own buffer: then a new array)
-    excursion = np.subtract(x, centred, out=centred if centred.flags.writeable else None)
-    lagging = scale.copy()
-    np.fmin(scale, detrended, out=scale)
-    del detrended
+    excursion = _centred_median(x, 2 * (window // 2) + 1, spans)
+    np.subtract(x, excursion, out=excursion)
+    del x  # (taken again below: one array less)
+    _fmin_detrended(scale, excursion, window, spans)
     scale *= 1.4826
-    lagging *= 1.4826
-    z = np.subtract(x, med, out=x)
-    level = np.exp(med, out=med)
-    # ...and the lagging median stands above a steep fall: a spike is also that many times the
-    # median of the few records before it
-    recent = _late(rolling_median(v, SHORT, center=False), n) if n > SHORT else level.copy()
-    np.fmin(level, recent, out=recent)
-    recent *= min_ratio
-    big = v >= recent
-    del recent
-    for s in (lagging, scale):  # (each with its own floor: half its median)
-        floor = np.nanmedian(s[history:]) * 0.5 if n > history else 0.0
-        np.maximum(np.nan_to_num(s, nan=0.0, copy=False), max(floor, 1e-3), out=s)
-    lagging *= k
-    lagging = np.greater(z, lagging) & big
-    lagging[:history] = False
-    z /= scale
+    floor = _floor(scale, 1.0, history)
+    np.maximum(np.nan_to_num(scale, nan=0.0, copy=False), floor, out=scale)
+    z = np.empty(n)
+    for a, b in spans:
+        np.subtract(np.log(v[a:b]), med[a:b], out=z[a:b])
+        z[a:b] /= scale[a:b]
     del scale
     z[:history] = 0.0
     flagged = (z > k) & big
     flagged[:history] = False
-    return flagged, level, np.nan_to_num(z, copy=False), lagging, excursion
+    return flagged, np.exp(med, out=med), np.nan_to_num(z, copy=False), lagging, excursion
 
 
-def _detrended_scale(x: np.ndarray, centred: np.ndarray, window: int) -> np.ndarray:
-    """For each record, the median absolute deviation of the ``window`` records that end half a
-    window before it from ``centred``, their centred rolling median (over ``window // 2``
-    records each side): only values before the record enter it. NaN where fewer than
-    ``window // 2`` records are that far back."""
-    n, h = len(x), window // 2
-    if h < 1 or n <= 2 * h + 1:
-        return np.full(n, np.nan)
-    res = np.subtract(x, centred)
-    np.abs(res, out=res)
-    typical = rolling_median(res, window, center=False)  # of res[j - window + 1 .. j]
-    out = res  # (its buffer: res is read)
-    out[:2 * h + 1] = np.nan
-    out[2 * h + 1:] = typical[h:n - h - 1]  # record i: res up to i - h - 1, centred up to i - 1
-    return out
+def _rows(x: np.ndarray, a: int, b: int) -> np.ndarray:
+    return x[a:b]
 
 
-def _late(m: np.ndarray, n: int) -> np.ndarray:
-    """``m`` one record later, as a new array of ``n``: out[i] = m[i - 1], and out[0] = m[0], the
-    first value a backward fill gives it (NaN with nothing to fill from, n < 2)."""
+def _deviations(x: np.ndarray, med: np.ndarray, a: int, b: int) -> np.ndarray:
+    """Rows a..b-1 of each value's deviation from the median of the values before the next one."""
+    return np.abs(np.subtract(x[a:b], med[a + 1:b + 1]))
+
+
+def _spans(n: int) -> list[tuple[int, int]]:
+    """[0, n) in blocks of BLOCK records."""
+    return [(a, min(a + BLOCK, n)) for a in range(0, n, BLOCK)]
+
+
+def _floor(s: np.ndarray, factor: float, history: int) -> float:
+    """A scale's floor: half the median of ``s * factor`` past the first ``history`` records
+    (NaN left out, as ``np.nanmedian``), at least 1e-3; 0.001 where there are no such records."""
+    if len(s) <= history:
+        return 1e-3
+    part = s[history:] * factor if factor != 1.0 else s[history:].copy()
+    return max(float(np.nanmedian(part, overwrite_input=True)) * 0.5, 1e-3)
+
+
+def _late_rows(get: Callable[[int, int], np.ndarray], size: int, n: int, w: int, a: int, b: int
+               ) -> np.ndarray:
+    """Rows a..b-1 of the causal rolling median over ``w`` records (fewer at the start) of an
+    array of ``size`` rows, one record late, for ``n`` records: out[i] is the median up to row
+    i - 1, out[0] the first row's (NaN where there is none, n < 2). The array's rows s..e-1 are
+    ``get(s, e)``, read from ``w`` - 1 rows before the first median needed (the same medians as
+    over the whole array) to the block's end or the array's."""
+    if n < 2:
+        return np.full(b - a, np.nan)
+    lo = max(a - 1, 0)
+    s = max(0, lo - w + 1)
+    m = rolling_median(get(s, min(b, size)), w, center=False)[lo - s:]
+    return m[:b - a] if a else np.concatenate((m[:1], m[:b - 1]))
+
+
+def _late_median(get: Callable[[int, int], np.ndarray], size: int, n: int, w: int,
+                 spans: list[tuple[int, int]]) -> np.ndarray:
+    """``_late_rows`` of the ``n`` records as a new array, made over ``spans``."""
     out = np.empty(n)
-    if n:
-        out[0] = m[0] if n > 1 else np.nan
-        out[1:] = m[:n - 1]
+    for a, b in spans:
+        out[a:b] = _late_rows(get, size, n, w, a, b)
     return out
+
+
+def _centred_median(x: np.ndarray, w: int, spans: list[tuple[int, int]]) -> np.ndarray:
+    """``rolling_median(x, w, center=True)`` (w odd) as a new array, made a block at a time where
+    ``spans`` are several: the trailing medians ``w // 2`` records on, the last of them over the
+    last ``w`` records alone (as ``rolling_median`` takes them)."""
+    n, h = len(x), w // 2
+    if len(spans) == 1 or n <= w:
+        return np.array(rolling_median(x, w, center=True))
+    out = np.empty(n)
+    for a, b in spans:
+        b = min(b, n - h)
+        if a < b:
+            s = max(0, a + h - w + 1)
+            out[a:b] = rolling_median(x[s:b + h], w, center=False)[a + h - s:]
+    out[n - h:] = rolling_median(x[n - w:], w, center=True)[w - h:]
+    return out
+
+
+def _fmin_detrended(scale: np.ndarray, excursion: np.ndarray, window: int,
+                    spans: list[tuple[int, int]]) -> None:
+    """``scale`` made, in place, the smaller of itself and each record's detrended scale: the
+    median absolute ``excursion`` (about the centred median, over ``window // 2`` records each
+    side) of the ``window`` records that end half a window before it, so that only values before
+    the record enter it. Records with fewer than ``window // 2`` records that far back keep
+    their scale."""
+    n, h = len(excursion), window // 2
+    if h < 1 or n <= 2 * h + 1:
+        return
+    for a, b in spans:
+        a = max(a, 2 * h + 1)
+        if a >= b:
+            continue
+        # record i: the median of |excursion| up to i - h - 1 (centred up to i - 1)
+        lo, hi = a - h - 1, b - h - 1
+        s = max(0, lo - window + 1)
+        typical = rolling_median(np.abs(excursion[s:hi]), window, center=False)[lo - s:]
+        np.fmin(scale[a:b], typical, out=scale[a:b])
 
 
 def noise_draws(v: np.ndarray, level: np.ndarray, flagged: np.ndarray, window: int, share: float,

@@ -12,11 +12,14 @@ MAD_SCALE = 1.4826
 
 
 def robust_scale(x: np.ndarray) -> float:
-    """1.4826·MAD: the standard deviation for Gaussian data, immune to a few outliers."""
+    """1.4826·MAD: the standard deviation for Gaussian data, immune to a few outliers. (One copy
+    of the finite values, reordered by the medians and made the deviations in place: a median
+    does not see the order.)"""
     x = x[np.isfinite(x)]
     if len(x) == 0:
         return 0.0
-    return float(MAD_SCALE * np.median(np.abs(x - np.median(x))))
+    np.abs(np.subtract(x, np.median(x, overwrite_input=True), out=x), out=x)
+    return float(MAD_SCALE * np.median(x, overwrite_input=True))
 
 
 EXACT_WINDOW = 8001  # centred medians over wider windows are taken on a regular subsample
@@ -57,7 +60,10 @@ def rolling_median(x: np.ndarray, window: int, center: bool = True) -> np.ndarra
 
 def rolling_mean(x: np.ndarray, window: int) -> np.ndarray:
     """A centred rolling mean over ``window`` records (fewer at the ends; NaN left out)."""
-    s = pl.Series(x.astype(np.float64)).fill_nan(None)
+    f = x.astype(np.float64, copy=False)
+    s = pl.Series(f)
+    if np.isnan(f).any():  # (a copy of the series only where there is a NaN to leave out)
+        s = s.fill_nan(None)
     w = max(1, min(window, len(x)))
     return s.rolling_mean(window_size=w, center=True, min_samples=1).to_numpy()
 

@@ -171,23 +171,28 @@ def test_every_detector_on_degenerate_series(detector, edge: str) -> None:
         assert all(f.metric == metric and f.start_step <= f.end_step for f in result)
 
 
-def test_spike_rule_equals_its_plain_reference() -> None:
+@pytest.mark.parametrize("block", [None, 37])
+def test_spike_rule_equals_its_plain_reference(block: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
     """The spike rule, written to hold few arrays at once (a median taken a record late instead of
-    one over the previous values with a NaN in front), gives the plain rule's flags, levels and
-    z-scores exactly: heavy-tailed series, NaNs (leading too), windows and histories longer than
-    the series, one record."""
+    one over the previous values with a NaN in front; a long series a block of records at a time,
+    here 37), gives the plain rule's flags, levels and z-scores exactly: heavy-tailed series,
+    NaNs (leading too), windows and histories longer than the series, one record."""
     import warnings
 
+    from losslens.detectors import spike
     from losslens.detectors.spike import spikes
     from tests.naive import spikes_reference
+
+    if block is not None:
+        monkeypatch.setattr(spike, "BLOCK", block)
 
     rng = np.random.default_rng(0)
     for t in range(300):
         n = t + 1 if t < 3 else int(rng.integers(1, 400))
         v = np.exp(rng.standard_t(3, n) * 0.3)
-        if t % 3 == 0:
+        if t % 3 == 0 and t % 2:
             v[rng.integers(0, n, max(1, n // 20))] = np.nan
-        if t % 5 == 0:
+        if t % 5 == 0 and t % 2:
             v[:3] = np.nan
         window, history = int(rng.integers(1, 80)), int(rng.integers(0, 30))
         with warnings.catch_warnings():
