@@ -112,6 +112,11 @@ def _read(src: Source, format: str | None) -> LogData:
             sample = _lines_past_long_ones(src.fd)
             limit = len(sample)
             fmt, samples, limit = choose(sample, limit)
+        if fmt is None and src.fd is not None and os.fstat(src.fd).st_size > len(src.head):
+            # its first 8 MiB say nothing (hours of a preprocessing step's progress bar): its
+            # records are likelier at its end
+            sample = _last_lines(src.fd)
+            fmt, samples, limit = choose(sample, len(sample))
         if fmt is None:
             raise NotALog("no known log format recognised (see `losslens formats`, or pass "
                           "--format)", source=src.name)
@@ -159,6 +164,16 @@ def _lines_past_long_ones(fd: int, want: int = 1 << 20) -> list[str]:
         kept += data
     lines = decode_lines(bytes(kept))
     return [x for x in lines[:-1] if len(x) < MAX_LINE] if len(lines) > 1 else lines
+
+
+def _last_lines(fd: int, want: int = 1 << 20) -> list[str]:
+    """The whole lines of a file's last ``want`` bytes (read with ``pread``: the source's own
+    reading is not moved)."""
+    size = os.fstat(fd).st_size
+    at = max(0, size - want)
+    data = os.pread(fd, size - at, at)
+    lines = decode_lines(data)
+    return lines[1:] if at and len(lines) > 1 else lines
 
 
 def with_capture_times(data: LogData, samples: Samples | None, strip: bool) -> LogData:

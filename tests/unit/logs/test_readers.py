@@ -780,3 +780,20 @@ def test_a_line_of_a_mebibyte_is_skipped_unread_but_by_json_lines(tmp_path) -> N
     log = read_log(tmp_path / "h.jsonl")
     assert log.format == "jsonl" and log.train.height == 30 and log.lines.n_skipped == 0
     assert log.train.filter(pl.col("step") == 3)["loss"].item() == 1.97
+
+
+def test_a_log_whose_first_mebibytes_are_a_progress_bar_is_known_by_its_end(tmp_path, monkeypatch) -> None:
+    """Hours of a preprocessing step's progress bar before the first record (here past a look
+    of 64 KiB into the file, 8 MiB in use): the format is chosen on the file's last lines, and
+    the records, the NaN among them, are read."""
+    from losslens.logs import reader, source
+
+    monkeypatch.setattr(reader, "SNIFF_DEEP_BYTES", 1 << 16)
+    monkeypatch.setattr(source, "HEAD_BYTES", 1 << 14)
+    bar = "".join(f"\rMap: {i * 100 // 3000:3d}%|{'#' * (i // 300):10s}| {i}/3000 [00:{i % 60:02d}<00:30, "
+                  f"98.{i % 10} examples/s]" for i in range(3000))
+    records = [f"step={i} loss={2 - i / 100:.3f}" for i in range(60)] + ["step=60 loss=nan"]
+    (tmp_path / "run.log").write_text(bar + "\n" + "\n".join(records) + "\n")
+    log = read_log(tmp_path / "run.log")
+    assert log.format == "kv" and log.train["step"].to_list() == list(range(61))
+    assert math.isnan(log.train["loss"][-1]) and log.lines.skipped["progress bar"] == 3000
