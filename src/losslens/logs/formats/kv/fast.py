@@ -31,10 +31,11 @@ def wanted(size: int | None) -> bool:
     return fast.wanted(size, KERNELS)
 
 
-def kernels() -> tuple[Any, Any] | None:
-    """The compiled (line index, template) kernels, or None where numba is missing or fails."""
+def kernels() -> tuple[Any, Any, Any] | None:
+    """The compiled (line index, template, list gathering) kernels, or None where numba is
+    missing or fails."""
     k = compiled(KERNELS)
-    return None if k is None else (k.blanks, k.read_template)
+    return None if k is None else (k.blanks, k.read_template, k.dense_lists)
 
 
 def _bytes_of(parts: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -105,7 +106,7 @@ def template_rows(lines: Lines, pending: np.ndarray, t: Any, check_rate: bool, s
     li = 0
     for i in range(m):
         if t.lists[i]:
-            col = _lists(flat[li], counts[li], cap_off, fit)
+            col = _lists(flat[li], counts[li], cap_off, fit, ks[2])
             li += 1
         else:
             col = pl.Series(values[:, i], nan_to_null=True)
@@ -122,16 +123,14 @@ def template_rows(lines: Lines, pending: np.ndarray, t: Any, check_rate: bool, s
     return pl.DataFrame(cols)
 
 
-def _lists(flat: np.ndarray, counts: np.ndarray, at: np.ndarray, fit: np.ndarray) -> pl.Series:
+def _lists(flat: np.ndarray, counts: np.ndarray, at: np.ndarray, fit: np.ndarray, dense: Any) -> pl.Series:
     """A List(Float64) column of each fitting row's values (``counts[r]`` of them in ``flat`` from
-    ``at[r]``); null on the other rows (every fitting row holds one value or more)."""
+    ``at[r]``); null on the other rows (every fitting row holds one value or more). ``dense``:
+    the kernel that gathers them where every fitting row holds as many."""
     n = len(fit)
     wide = counts[fit]
     if len(wide) and (wide == wide[0]).all():
-        w = int(wide[0])
-        full = np.zeros((n, w), dtype=np.float64)
-        full[fit] = flat[at[fit][:, None] + np.arange(w)]
-        col = pl.Series(full).cast(pl.List(pl.Float64))
+        col = pl.Series(dense(flat, at, fit, int(wide[0]))).cast(pl.List(pl.Float64))
     else:
         ends = np.cumsum(counts)
         where = np.arange(int(ends[-1]) if n else 0) + np.repeat(at - (ends - counts), counts)

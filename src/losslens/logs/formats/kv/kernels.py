@@ -431,3 +431,15 @@ def read_template(buf, starts, ends, pending, keys, key_off, fixed, fixed_off,
              fit, values, flat, cap_off, counts, tok, micros, timed)
     return fit, values, flat, counts, tok, micros, timed
 
+
+@njit(cache=True, nogil=True)
+def dense_lists(flat, at, fit, w):
+    """Each fitting row's ``w`` list values (from ``flat[at[r]]`` on) as row r of an (n, w)
+    array; zeros on the other rows (``kv.fast._lists``: where every fitting row holds ``w``)."""
+    n = len(at)
+    out = np.zeros((n, w))
+    for r in range(n):
+        if fit[r]:
+            for j in range(w):
+                out[r, j] = flat[at[r] + j]
+    return out
