@@ -36,10 +36,15 @@ def default_window(n: int, window: int = 201) -> int:
 def spectrum(grid: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(frequencies per grid step, periodogram, de-trended residual) of an evenly spaced series,
     its first half-window left out (see ``settled``)."""
-    r, _ = detrend(grid, window)
+    # (in place where it can be: the trend is let go at once, the residual and the power are
+    # made in their own arrays; 80 MB each at 10M records)
+    r = detrend(grid, window)[0]
     r = r[settled(r, window)]
-    r = r - r.mean()
-    return np.fft.rfftfreq(len(r)), np.abs(np.fft.rfft(r)) ** 2 / len(r), r
+    r -= r.mean()
+    power = np.abs(np.fft.rfft(r))
+    power **= 2
+    power /= len(r)
+    return np.fft.rfftfreq(len(r)), power, r
 
 
 @dataclass(frozen=True)

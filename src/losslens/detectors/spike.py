@@ -195,15 +195,15 @@ def _rule(v: np.ndarray, window: int, k: float, min_ratio: float, history: int
     """``spikes``, and each record's excursion log(v) less the centred rolling median of log(v)
     over ``window // 2`` records each side that its detrended scale is taken about
     (``Spike.detect``'s tail test measures the excursions about it too: one median, not two).
-    Four arrays of the series' length are held at most (each 80 MB at 10M records): the
-    others are made and used a block of ``BLOCK`` records at a time (a rolling median's block
-    starts its window earlier: the same medians), or taken again (the log)."""
+    On a series of more than ``BLOCK`` records, three arrays of its length are held at most
+    (each 80 MB at 10M records): the log of the values is taken again where it is needed, and
+    the rest is made and used a block at a time (a rolling median's block starts its window
+    earlier: the same medians), the excursions twice (for the detrended scale, then kept)."""
     n = len(v)
     # (in blocks only where every value is finite: a NaN's gap is filled across the whole series)
     spans = _spans(n) if n > BLOCK and np.isfinite(v).all() else [(0, n)]
-    x = np.log(v)
-    # the median of the ``window`` values before each one: x's causal median, a record late
-    med = _late_median(partial(_rows, x), n, n, window, spans)
+    # the median of the ``window`` values before each one: log(v)'s causal median, a record late
+    med = _late_median(partial(_logs, v), n, n, window, spans)
     # a spike is also that many times the median of the few records before it (the lagging
     # median stands above a steep fall)
     big = np.empty(n, dtype=bool)
@@ -214,7 +214,7 @@ def _rule(v: np.ndarray, window: int, k: float, min_ratio: float, history: int
         level *= min_ratio
         big[a:b] = v[a:b] >= level
     # the scale: the median of each previous value's deviation from that median
-    scale = _late_median(partial(_deviations, x, med), n - 1, n, window, spans)
+    scale = _late_median(partial(_deviations, v, med), n - 1, n, window, spans)
     # flagged with that scale alone, the trend in it (``lagging``): its own floor, half its median
     lag_floor = _floor(scale, 1.4826, history)
     lagging = np.empty(n, dtype=bool)
@@ -222,27 +222,29 @@ def _rule(v: np.ndarray, window: int, k: float, min_ratio: float, history: int
         s = scale[a:b] * 1.4826
         np.maximum(np.nan_to_num(s, nan=0.0, copy=False), lag_floor, out=s)
         s *= k
-        lagging[a:b] = np.greater(np.subtract(x[a:b], med[a:b]), s) & big[a:b]
+        lagging[a:b] = np.greater(np.subtract(np.log(v[a:b]), med[a:b]), s) & big[a:b]
     lagging[:history] = False
     # in a steep fall (or rise) the deviations from a median that lags it are the trend, not the
     # noise: a ×4 spike early in a run read as z=6. The scale is also taken about a centred
     # median, from records at least half a window back (their centred window is then all past),
     # and the smaller of the two is the noise
-    excursion = _centred_median(x, 2 * (window // 2) + 1, spans)
-    np.subtract(x, excursion, out=excursion)
-    del x  # (taken again below: one array less)
-    _fmin_detrended(scale, excursion, window, spans)
+    centred = 2 * (window // 2) + 1
+    excursion = _excursion(v, centred, 0, n) if len(spans) == 1 else None
+    _fmin_detrended(scale, partial(_rows, excursion) if excursion is not None
+                    else partial(_excursion, v, centred), n, window, spans)
     scale *= 1.4826
     floor = _floor(scale, 1.0, history)
     np.maximum(np.nan_to_num(scale, nan=0.0, copy=False), floor, out=scale)
-    z = np.empty(n)
+    z = scale  # (made in its place, a block at a time)
     for a, b in spans:
-        np.subtract(np.log(v[a:b]), med[a:b], out=z[a:b])
-        z[a:b] /= scale[a:b]
-    del scale
+        z[a:b] = np.subtract(np.log(v[a:b]), med[a:b]) / scale[a:b]
     z[:history] = 0.0
     flagged = (z > k) & big
     flagged[:history] = False
+    if excursion is None:
+        excursion = np.empty(n)
+        for a, b in spans:
+            excursion[a:b] = _excursion(v, centred, a, b)
     return flagged, np.exp(med, out=med), np.nan_to_num(z, copy=False), lagging, excursion
 
 
@@ -250,9 +252,13 @@ def _rows(x: np.ndarray, a: int, b: int) -> np.ndarray:
     return x[a:b]
 
 
-def _deviations(x: np.ndarray, med: np.ndarray, a: int, b: int) -> np.ndarray:
-    """Rows a..b-1 of each value's deviation from the median of the values before the next one."""
-    return np.abs(np.subtract(x[a:b], med[a + 1:b + 1]))
+def _logs(v: np.ndarray, a: int, b: int) -> np.ndarray:
+    return np.log(v[a:b])
+
+
+def _deviations(v: np.ndarray, med: np.ndarray, a: int, b: int) -> np.ndarray:
+    """Rows a..b-1 of each log value's deviation from the median of those before the next one."""
+    return np.abs(np.subtract(np.log(v[a:b]), med[a + 1:b + 1]))
 
 
 def _spans(n: int) -> list[tuple[int, int]]:
@@ -293,31 +299,37 @@ def _late_median(get: Callable[[int, int], np.ndarray], size: int, n: int, w: in
     return out
 
 
-def _centred_median(x: np.ndarray, w: int, spans: list[tuple[int, int]]) -> np.ndarray:
-    """``rolling_median(x, w, center=True)`` (w odd) as a new array, made a block at a time where
-    ``spans`` are several: the trailing medians ``w // 2`` records on, the last of them over the
-    last ``w`` records alone (as ``rolling_median`` takes them)."""
-    n, h = len(x), w // 2
-    if len(spans) == 1 or n <= w:
-        return np.array(rolling_median(x, w, center=True))
-    out = np.empty(n)
-    for a, b in spans:
-        b = min(b, n - h)
-        if a < b:
-            s = max(0, a + h - w + 1)
-            out[a:b] = rolling_median(x[s:b + h], w, center=False)[a + h - s:]
-    out[n - h:] = rolling_median(x[n - w:], w, center=True)[w - h:]
-    return out
+def _excursion(v: np.ndarray, w: int, a: int, b: int) -> np.ndarray:
+    """Rows a..b-1 of log(v) less its centred rolling median over ``w`` records (w odd, see
+    ``rolling_median``): taken whole where the rows are all of v or v is no longer than w,
+    else as the trailing medians ``w // 2`` records on, read from the records their windows
+    start at, and the last ``w // 2`` over the last ``w`` records alone (as ``rolling_median``
+    takes them)."""
+    n, h = len(v), w // 2
+    x = np.log(v[max(0, a - h):min(n, b + h)] if (a, b) != (0, n) and n > w else v)
+    if (a, b) == (0, n) or n <= w:
+        centred = rolling_median(x, w, center=True)[a:b]
+        return np.subtract(x[a:b], centred)
+    out = np.empty(b - a)
+    off = max(0, a - h)  # (x's first record)
+    mid = min(b, n - h)
+    if a < mid:
+        s = max(0, a + h - w + 1)
+        out[:mid - a] = rolling_median(x[s - off:mid + h - off], w, center=False)[a + h - s:]
+    if b > n - h:
+        tail = rolling_median(np.log(v[n - w:]), w, center=True)[w - h:]
+        out[max(a, n - h) - a:] = tail[max(a, n - h) - (n - h):b - (n - h)]
+    return np.subtract(x[a - off:b - off], out, out=out)
 
 
-def _fmin_detrended(scale: np.ndarray, excursion: np.ndarray, window: int,
+def _fmin_detrended(scale: np.ndarray, excursion: Callable[[int, int], np.ndarray], n: int, window: int,
                     spans: list[tuple[int, int]]) -> None:
     """``scale`` made, in place, the smaller of itself and each record's detrended scale: the
-    median absolute ``excursion`` (about the centred median, over ``window // 2`` records each
-    side) of the ``window`` records that end half a window before it, so that only values before
-    the record enter it. Records with fewer than ``window // 2`` records that far back keep
-    their scale."""
-    n, h = len(excursion), window // 2
+    median absolute excursion (about the centred median, over ``window // 2`` records each side;
+    rows s..e-1 of it are ``excursion(s, e)``) of the ``window`` records that end half a window
+    before it, so that only values before the record enter it. Records with fewer than
+    ``window // 2`` records that far back keep their scale."""
+    h = window // 2
     if h < 1 or n <= 2 * h + 1:
         return
     for a, b in spans:
@@ -327,7 +339,7 @@ def _fmin_detrended(scale: np.ndarray, excursion: np.ndarray, window: int,
         # record i: the median of |excursion| up to i - h - 1 (centred up to i - 1)
         lo, hi = a - h - 1, b - h - 1
         s = max(0, lo - window + 1)
-        typical = rolling_median(np.abs(excursion[s:hi]), window, center=False)[lo - s:]
+        typical = rolling_median(np.abs(excursion(s, hi)), window, center=False)[lo - s:]
         np.fmin(scale[a:b], typical, out=scale[a:b])
 
 

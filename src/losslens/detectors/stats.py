@@ -37,7 +37,11 @@ def rolling_median(x: np.ndarray, window: int, center: bool = True) -> np.ndarra
         k = w // SUBSAMPLED_WINDOW
         at = np.arange(0, len(x), k)
         coarse = rolling_median(x[at], max(1, w // k) | 1, center=True)
-        return np.interp(np.arange(len(x)), at, coarse)
+        dense = np.empty(len(x))
+        for lo in range(0, len(x), 1 << 20):  # (no arange of the series' length)
+            hi = min(lo + (1 << 20), len(x))
+            dense[lo:hi] = np.interp(np.arange(lo, hi), at, coarse)
+        return dense
     f = x.astype(np.float64, copy=False)
     s = pl.Series(f)
     if np.isnan(f).any():  # (a copy of the series only where there is a NaN to leave out)
