@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import bisect
 import mmap
+import sys
 import tempfile
+from collections.abc import Callable
 from typing import IO
 
 import numpy as np
@@ -124,10 +126,12 @@ class Spill:
 
     def release(self) -> None:
         """Drop the mapped pages from the process's memory (they stay in the file, and are read
-        back from the page cache, or the disk, when a column is read again)."""
+        back from the page cache, or the disk, when a column is read again), and give the C
+        heap's free pages back."""
         for view in self.maps:
             if hasattr(view, "madvise"):
                 view.madvise(mmap.MADV_DONTNEED)
+        trim_heap()  # (and the heap's free pages: the detectors' mid-sized buffers)
 
     def close(self) -> None:
         """Close the file (its mappings stay readable: each holds the file open)."""
@@ -138,3 +142,26 @@ class Spill:
 
 def _fixed(dtype: pl.DataType) -> bool:
     return any(dtype == t or isinstance(dtype, t) for t in _FIXED)
+
+
+_TRIM: Callable[[int], int] | None = None
+_TRIM_LOOKED = False
+
+
+def trim_heap() -> None:
+    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``): the buffers a
+    long read makes and frees a chunk at a time otherwise stay in the process, its heap cut up
+    between the ones still held (0.15 GiB at 10M key=value lines read with the numba kernels).
+    Nothing where the C library has no such call (macOS, musl)."""
+    global _TRIM, _TRIM_LOOKED
+    if not _TRIM_LOOKED:
+        _TRIM_LOOKED = True
+        if sys.platform.startswith("linux"):
+            import ctypes  # (only for a read this long: not on a small log's start-up path)
+
+            try:
+                _TRIM = ctypes.CDLL(None).malloc_trim
+            except (OSError, AttributeError):
+                _TRIM = None
+    if _TRIM is not None:
+        _TRIM(0)

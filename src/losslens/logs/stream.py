@@ -24,7 +24,9 @@ from losslens.logs.registry import BY_NAME
 from losslens.logs.sink import Accounting, Sink
 from losslens.logs.sniff import choose, strips
 from losslens.logs.source import Source, decode_lines
+from losslens.logs.spill import trim_heap
 
+TRIM_CHUNKS = 8  # chunks read between two returns of the C heap's free pages (see trim_heap)
 FAST_BATCH = 500  # a batch of this many lines is read column-wise where the format has a way
 SNIFF_AFTER = 20  # non-blank lines held before a live log's format is first chosen
 # lines held before a live log's format is known (about the 8 MiB read_log looks into: a real log
@@ -291,6 +293,8 @@ def read_file(src: Source, fmt: Format, sink: Sink, acc: Accounting, strip: bool
               first_line: str | None, columnar: bool) -> None:
     """A line log's file, chunk by chunk, with its format known (``read_log``)."""
     stream = LineStream(src.name, fmt, strip, sink, acc, columnar, first_line, src.size)
-    for chunk in src.chunks():
+    for i, chunk in enumerate(src.chunks(), 1):
         stream.feed_chunk(chunk)
+        if i % TRIM_CHUNKS == 0:
+            trim_heap()
     stream.finish()
