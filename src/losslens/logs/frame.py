@@ -341,7 +341,8 @@ def assemble(source: str, fmt: str, sink: Sink, acc: Accounting) -> LogData:
                      f"{len(segments)} segments (restarts), analysed apart")
     evals = _ordered(evals)
     if sink.spill is not None:  # the columns made here (segments; a re-sorted frame's) too, and
-        # each column whole (read without a copy)
+        # each column whole (read without a copy); the pages the passes above read, dropped first
+        sink.spill.release()
         train, evals = sink.spill.hold(train, whole=True), sink.spill.hold(evals, whole=True)
         sink.spill.close()
         sink.spill.release()
