@@ -10,7 +10,7 @@ import numpy as np
 
 from losslens.detectors.base import Detector, KindDoc, Series, fmt_number, fmt_times
 from losslens.detectors.relations import at_cycle_peak, blows_up_into_nan, same_series, structures
-from losslens.detectors.stats import kept, rolling_median, runs_of
+from losslens.detectors.stats import BLOCK, kept, rolling_median, runs_of
 from losslens.findings import Finding, Severity, Skipped
 
 
@@ -187,9 +187,6 @@ def spikes(v: np.ndarray, window: int, k: float, min_ratio: float, history: int
     return _rule(v, window, k, min_ratio, history)[:4]
 
 
-BLOCK = 1 << 20  # records: a longer series goes through the rule's steps a block at a time
-
-
 def _rule(v: np.ndarray, window: int, k: float, min_ratio: float, history: int
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``spikes``, and each record's excursion log(v) less the centred rolling median of log(v)
@@ -275,18 +272,22 @@ def _floor(s: np.ndarray, factor: float, history: int) -> float:
     return max(float(np.nanmedian(part, overwrite_input=True)) * 0.5, 1e-3)
 
 
+def _trailing(get: Callable[[int, int], np.ndarray], w: int, lo: int, hi: int) -> np.ndarray:
+    """Rows lo..hi-1 of the causal rolling median over ``w`` records (fewer at the start) of an
+    array whose rows s..e-1 are ``get(s, e)``: read from ``w`` - 1 rows before ``lo``, the same
+    medians as over the whole array."""
+    s = max(0, lo - w + 1)
+    return rolling_median(get(s, hi), w, center=False)[lo - s:]
+
+
 def _late_rows(get: Callable[[int, int], np.ndarray], size: int, n: int, w: int, a: int, b: int
                ) -> np.ndarray:
-    """Rows a..b-1 of the causal rolling median over ``w`` records (fewer at the start) of an
-    array of ``size`` rows, one record late, for ``n`` records: out[i] is the median up to row
-    i - 1, out[0] the first row's (NaN where there is none, n < 2). The array's rows s..e-1 are
-    ``get(s, e)``, read from ``w`` - 1 rows before the first median needed (the same medians as
-    over the whole array) to the block's end or the array's."""
+    """Rows a..b-1 of the causal rolling median over ``w`` records of an array of ``size`` rows
+    (``_trailing``), one record late, for ``n`` records: out[i] is the median up to row i - 1,
+    out[0] the first row's (NaN where there is none, n < 2)."""
     if n < 2:
         return np.full(b - a, np.nan)
-    lo = max(a - 1, 0)
-    s = max(0, lo - w + 1)
-    m = rolling_median(get(s, min(b, size)), w, center=False)[lo - s:]
+    m = _trailing(get, w, max(a - 1, 0), min(b, size))
     return m[:b - a] if a else np.concatenate((m[:1], m[:b - 1]))
 
 
@@ -302,20 +303,18 @@ def _late_median(get: Callable[[int, int], np.ndarray], size: int, n: int, w: in
 def _excursion(v: np.ndarray, w: int, a: int, b: int) -> np.ndarray:
     """Rows a..b-1 of log(v) less its centred rolling median over ``w`` records (w odd, see
     ``rolling_median``): taken whole where the rows are all of v or v is no longer than w,
-    else as the trailing medians ``w // 2`` records on, read from the records their windows
-    start at, and the last ``w // 2`` over the last ``w`` records alone (as ``rolling_median``
-    takes them)."""
+    else as the trailing medians ``w // 2`` records on (``_trailing``), and the last ``w // 2``
+    over the last ``w`` records alone (as ``rolling_median`` takes them)."""
     n, h = len(v), w // 2
-    x = np.log(v[max(0, a - h):min(n, b + h)] if (a, b) != (0, n) and n > w else v)
     if (a, b) == (0, n) or n <= w:
-        centred = rolling_median(x, w, center=True)[a:b]
-        return np.subtract(x[a:b], centred)
-    out = np.empty(b - a)
+        x = np.log(v)
+        return np.subtract(x[a:b], rolling_median(x, w, center=True)[a:b])
     off = max(0, a - h)  # (x's first record)
+    x = np.log(v[off:min(n, b + h)])
+    out = np.empty(b - a)
     mid = min(b, n - h)
     if a < mid:
-        s = max(0, a + h - w + 1)
-        out[:mid - a] = rolling_median(x[s - off:mid + h - off], w, center=False)[a + h - s:]
+        out[:mid - a] = _trailing(lambda s, e: x[s - off:e - off], w, a + h, mid + h)
     if b > n - h:
         tail = rolling_median(np.log(v[n - w:]), w, center=True)[w - h:]
         out[max(a, n - h) - a:] = tail[max(a, n - h) - (n - h):b - (n - h)]
@@ -337,9 +336,7 @@ def _fmin_detrended(scale: np.ndarray, excursion: Callable[[int, int], np.ndarra
         if a >= b:
             continue
         # record i: the median of |excursion| up to i - h - 1 (centred up to i - 1)
-        lo, hi = a - h - 1, b - h - 1
-        s = max(0, lo - window + 1)
-        typical = rolling_median(np.abs(excursion(s, hi)), window, center=False)[lo - s:]
+        typical = _trailing(lambda s, e: np.abs(excursion(s, e)), window, a - h - 1, b - h - 1)
         np.fmin(scale[a:b], typical, out=scale[a:b])
 
 

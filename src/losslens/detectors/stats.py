@@ -22,6 +22,7 @@ def robust_scale(x: np.ndarray) -> float:
     return float(MAD_SCALE * np.median(x, overwrite_input=True))
 
 
+BLOCK = 1 << 20  # records a long series' element-wise steps take at a time (temporaries of 8 MB)
 EXACT_WINDOW = 8001  # centred medians over wider windows are taken on a regular subsample
 SUBSAMPLED_WINDOW = 2001  # records in such a median's window after subsampling
 
@@ -38,8 +39,8 @@ def rolling_median(x: np.ndarray, window: int, center: bool = True) -> np.ndarra
         at = np.arange(0, len(x), k)
         coarse = rolling_median(x[at], max(1, w // k) | 1, center=True)
         dense = np.empty(len(x))
-        for lo in range(0, len(x), 1 << 20):  # (no arange of the series' length)
-            hi = min(lo + (1 << 20), len(x))
+        for lo in range(0, len(x), BLOCK):  # (no arange of the series' length)
+            hi = min(lo + BLOCK, len(x))
             dense[lo:hi] = np.interp(np.arange(lo, hi), at, coarse)
         return dense
     f = x.astype(np.float64, copy=False)

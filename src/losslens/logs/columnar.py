@@ -26,6 +26,7 @@ from losslens.logs.base import (
     feed_ranked,
     local_time_ms,
 )
+from losslens.logs.fast import line_bounds
 from losslens.logs.names import (
     MAGNITUDE,
     STEP_KEYS,
@@ -609,8 +610,8 @@ def without_prefixes(chunk: bytes, first_lineno: int, strip: bool, sink: Sink
         if not few:
             return chunk, None, None
         original = lines_of(chunk)
-        # each hidden line's index in the chunk: the newlines before its start
-        at = np.searchsorted(np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10), few)
+        # each hidden line's index in the chunk
+        at = np.searchsorted(line_bounds(np.frombuffer(chunk, dtype=np.uint8))[0], few)
         return _hidden(chunk, few), original, original.clone().scatter(at, HIDDEN)  # (in place)
     text = lines_of(chunk)
     rest, tags = cut_prefixes(text, strip)

@@ -112,7 +112,7 @@ def _read(src: Source, format: str | None) -> LogData:
             sample = _lines_past_long_ones(src.fd)
             limit = len(sample)
             fmt, samples, limit = choose(sample, limit)
-        if fmt is None and src.fd is not None and os.fstat(src.fd).st_size > len(src.head):
+        if fmt is None and src.fd is not None and (src.size or 0) > len(src.head):
             # its first 8 MiB say nothing (hours of a preprocessing step's progress bar): its
             # records are likelier at its end
             sample = _last_lines(src.fd)

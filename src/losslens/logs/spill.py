@@ -23,6 +23,7 @@ import mmap
 import sys
 import tempfile
 from collections.abc import Callable
+from functools import cache
 from typing import IO
 
 import numpy as np
@@ -131,7 +132,7 @@ class Spill:
         for view in self.maps:
             if hasattr(view, "madvise"):
                 view.madvise(mmap.MADV_DONTNEED)
-        trim_heap()  # (and the heap's free pages: the detectors' mid-sized buffers)
+        trim_heap()
 
     def close(self) -> None:
         """Close the file (its mappings stay readable: each holds the file open)."""
@@ -144,24 +145,23 @@ def _fixed(dtype: pl.DataType) -> bool:
     return any(dtype == t or isinstance(dtype, t) for t in _FIXED)
 
 
-_TRIM: Callable[[int], int] | None = None
-_TRIM_LOOKED = False
+@cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, where the C library has it (not macOS, not musl)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes  # (only for a read this long: not on a small log's start-up path)
+
+    try:
+        return ctypes.CDLL(None).malloc_trim  # type: ignore[no-any-return]
+    except (OSError, AttributeError):
+        return None
 
 
 def trim_heap() -> None:
-    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``): the buffers a
-    long read makes and frees a chunk at a time otherwise stay in the process, its heap cut up
-    between the ones still held (0.15 GiB at 10M key=value lines read with the numba kernels).
-    Nothing where the C library has no such call (macOS, musl)."""
-    global _TRIM, _TRIM_LOOKED
-    if not _TRIM_LOOKED:
-        _TRIM_LOOKED = True
-        if sys.platform.startswith("linux"):
-            import ctypes  # (only for a read this long: not on a small log's start-up path)
-
-            try:
-                _TRIM = ctypes.CDLL(None).malloc_trim
-            except (OSError, AttributeError):
-                _TRIM = None
-    if _TRIM is not None:
-        _TRIM(0)
+    """Give the C heap's free pages back to the system: the buffers a long read makes and frees a
+    chunk at a time otherwise stay in the process, its heap cut up between the ones still held
+    (0.15 GiB at 10M key=value lines read with the numba kernels). Nothing where the C library
+    has no such call."""
+    if (trim := _malloc_trim()) is not None:
+        trim(0)

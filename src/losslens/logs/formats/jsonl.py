@@ -189,7 +189,7 @@ class JsonLines(Format):
     name = "jsonl"
     rows = staticmethod(jsonl_rows)  # column-wise for large files
     line_records = True
-    long_lines = True
+    long_lines = _JsonlParser.long_lines
     title = ("JSON Lines metrics, any key naming (LLaMA-Factory trainer_log.jsonl, ms-swift "
              "logging.jsonl, train/loss, NaN/Infinity literals, bare nan/inf)")
     example = '{"current_steps": 10, "total_steps": 8660, "loss": 2.4977, "learning_rate": 5.77e-07}'
